@@ -1,0 +1,48 @@
+# stream-autoscaler: the two commands a newcomer needs are `make demo` and `make test`.
+# Every target installs what it needs (a virtualenv in .venv, tools cached in ~/.cache).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SA := $(VENV)/bin/stream-autoscaler
+OUT ?= out/demo
+
+.PHONY: setup demo simulate test lint unit bench tools testbed testbed-down clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml hack/setup-python.sh
+	hack/setup-python.sh
+
+## The main job. Until `demo` (issue 5) exists it runs the simulator on the bundled burst trace
+## and prints our engine against every baseline.
+demo: setup
+	$(SA) simulate --trace traces/burst.csv --baseline all --out $(OUT)
+
+simulate: demo
+
+## The README's test command: lint, the pure core, then every tier against real components.
+test: setup tools
+	hack/test.sh
+
+lint: setup
+	$(VENV)/bin/ruff check controller operators tests benchmarks
+	$(VENV)/bin/mypy controller/core
+
+unit: setup
+	$(PY) -m pytest tests/unit -q
+
+bench: setup
+	$(PY) benchmarks/scenarios.py
+
+## Test-bed tools (kube-apiserver, etcd, kwok, helm, ...) built from Go modules, cached.
+tools:
+	@if [ -x hack/tools/build.sh ]; then hack/tools/build.sh; fi
+
+testbed: setup tools
+	hack/testbed/up.sh
+
+testbed-down:
+	hack/testbed/down.sh
+
+clean:
+	rm -rf $(VENV) out .testbed

@@ -1,0 +1,88 @@
+"""The ``stream-autoscaler`` command.
+
+Each subcommand lives with the part it drives; this module only wires arguments to them, so
+importing it stays cheap (no pyspark, no kubernetes until a subcommand needs them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _policy(args: argparse.Namespace) -> int:
+    from controller import policy_cli
+
+    return policy_cli.run(args)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from controller.simulator import cli as sim_cli
+
+    return sim_cli.run(args)
+
+
+def _runner(args: argparse.Namespace) -> int:
+    from operators import cli as op_cli
+
+    return op_cli.runner_main(args.rest)
+
+
+def _checkpoint(args: argparse.Namespace) -> int:
+    from operators import cli as op_cli
+
+    return op_cli.checkpoint_main(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stream-autoscaler",
+        description="Elastic autoscaling for Spark Structured Streaming.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sim = sub.add_parser("simulate", help="run the decision engine against a model of a job")
+    sim.add_argument("--trace", required=True, help="trace CSV (t,input_rate or t,load)")
+    sim.add_argument("--policy", help="ScalingPolicy YAML (default: policies/default.yaml)")
+    sim.add_argument("--model", help="job model YAML (default: the reference pipeline)")
+    sim.add_argument(
+        "--baseline",
+        help="also run a baseline: static, hpa, dstream, flink, oracle, or all",
+    )
+    sim.add_argument("--duration", type=float, help="seconds to simulate (default: trace end)")
+    sim.add_argument("--chaos", help="e.g. kill-driver@120 (a driver failure at t=120 s)")
+    sim.add_argument("--out", required=True, help="output directory")
+    sim.add_argument("--quiet", action="store_true", help="no table on stdout")
+    sim.set_defaults(handler=_simulate)
+
+    pol = sub.add_parser("policy", help="validate policies or print their JSON Schema")
+    psub = pol.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    val = psub.add_parser("validate", help="check ScalingPolicy files")
+    val.add_argument("files", nargs="+", metavar="FILE")
+    psub.add_parser("schema", help="print the ScalingPolicy JSON Schema")
+    pol.set_defaults(handler=_policy)
+
+    for name, handler, text in (
+        ("runner", _runner, "run one streaming job with its metrics and control endpoints"),
+        ("checkpoint", _checkpoint, "inspect, back up, restore or repartition a checkpoint"),
+    ):
+        sp = sub.add_parser(name, help=text, add_help=False)
+        sp.add_argument("rest", nargs=argparse.REMAINDER)
+        sp.set_defaults(handler=handler)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

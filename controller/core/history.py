@@ -1,0 +1,115 @@
+"""The scaling history the engine's decisions depend on.
+
+It lives in the StreamJob status (durable, not in memory), so it is bounded: at most
+``HistoryLimits.max_entries`` entries, none older than ``HistoryLimits.max_age_seconds``.
+Recommendations feed the scale-down deferral; actions feed the cooldown and the
+ineffective-scale-up check; blocked entries are Dhalion's blacklist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from controller.core.manifest import Model
+
+EntryKind = Literal["recommendation", "action", "blocked"]
+
+
+@dataclass(frozen=True)
+class HistoryLimits:
+    """Bounds of the stored history."""
+
+    max_entries: int = 200
+    """Enough for 30 min of recommendations at a 10 s interval plus the actions among them,
+    while keeping the StreamJob status well under etcd's 1.5 MB object limit (~40 kB)."""
+    max_age_seconds: float = 3600.0
+    """Longer than any window the engine looks back over (stabilization, blacklist)."""
+
+
+DEFAULT_LIMITS = HistoryLimits()
+
+
+class HistoryEntry(Model):
+    """One remembered recommendation, action or blocked move."""
+
+    time: float = Field(description="Unix time (s).")
+    kind: EntryKind
+    executors: int | None = Field(default=None, description="Target executors (count).")
+    partitions: int | None = Field(default=None, description="Target state partitions (count).")
+    reason: str = Field(default="", description="Reason code.")
+    rate_before: float | None = Field(
+        default=None, description="Processed rate when the action started (records/s)."
+    )
+    expected_rate: float | None = Field(
+        default=None, description="Capacity the action was expected to deliver (records/s)."
+    )
+    until: float | None = Field(default=None, description="Blocked until this Unix time (s).")
+
+
+class ScalingHistory(Model):
+    """A bounded, serializable log of recommendations and actions, oldest first."""
+
+    entries: tuple[HistoryEntry, ...] = ()
+
+    def add(
+        self, entry: HistoryEntry, now: float, limits: HistoryLimits = DEFAULT_LIMITS
+    ) -> ScalingHistory:
+        """Returns a new history with ``entry`` appended and the bounds applied."""
+        return ScalingHistory(entries=(*self.entries, entry)).trimmed(now, limits)
+
+    def trimmed(self, now: float, limits: HistoryLimits = DEFAULT_LIMITS) -> ScalingHistory:
+        """Drops entries older than the age bound, then the oldest beyond the count bound.
+
+        A blocked entry that is still in force is kept whatever its age, so trimming never lifts
+        a block early.
+        """
+        horizon = now - limits.max_age_seconds
+        kept = [
+            e
+            for e in self.entries
+            if e.time >= horizon or (e.kind == "blocked" and (e.until or 0) > now)
+        ]
+        if len(kept) > limits.max_entries:
+            kept = kept[len(kept) - limits.max_entries :]
+        return ScalingHistory(entries=tuple(kept))
+
+    def since(self, t: float, kind: EntryKind) -> list[HistoryEntry]:
+        """Entries of one kind at or after ``t``."""
+        return [e for e in self.entries if e.kind == kind and e.time >= t]
+
+    def last_action(self) -> HistoryEntry | None:
+        """The most recent action, if any."""
+        for e in reversed(self.entries):
+            if e.kind == "action":
+                return e
+        return None
+
+    def blocked(self, now: float, executors: int, partitions: int | None) -> HistoryEntry | None:
+        """The block in force against moving to (executors, partitions), if any."""
+        for e in self.entries:
+            if (
+                e.kind == "blocked"
+                and (e.until or 0) > now
+                and e.executors is not None
+                and executors >= e.executors
+                and (e.partitions is None or partitions == e.partitions)
+            ):
+                return e
+        return None
+
+    def direction_changes(self) -> int:
+        """Scale-up/scale-down flips among the recorded actions."""
+        flips, last_dir, prev = 0, 0, None
+        for e in self.entries:
+            if e.kind != "action" or e.executors is None:
+                continue
+            if prev is not None and e.executors != prev:
+                d = 1 if e.executors > prev else -1
+                if last_dir and d != last_dir:
+                    flips += 1
+                last_dir = d
+            prev = e.executors
+        return flips

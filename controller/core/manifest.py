@@ -1,0 +1,54 @@
+"""The Kubernetes object envelope shared by every manifest we read.
+
+A manifest is the same YAML in a file and in the API server, so the models accept the fields
+the API server adds (uid, resourceVersion, managedFields, ...) in ``metadata`` but nothing
+unknown anywhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+API_GROUP = "stream-autoscaler.io"
+API_VERSION = "v1alpha1"
+GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
+
+
+class Model(BaseModel):
+    """Base of every spec model: camelCase on the wire, unknown keys rejected, immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        validate_default=True,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The camelCase dict as it appears in YAML and in the API server (unset fields omitted)."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class ObjectMeta(BaseModel):
+    """Kubernetes object metadata. Only ``name`` is required; server-set fields pass through."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Object name (DNS subdomain).",
+    )
+    namespace: str | None = Field(default=None, description="Namespace; None in a local file.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Annotations.")
+    generation: int | None = Field(default=None, description="Set by the API server.")
+    resource_version: str | None = Field(
+        default=None, alias="resourceVersion", description="Set by the API server."
+    )
+    uid: str | None = Field(default=None, description="Set by the API server.")

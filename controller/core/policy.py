@@ -1,0 +1,254 @@
+"""The ScalingPolicy model: every threshold and timeout of the decision engine, in one place.
+
+A policy is the same YAML in ``policies/*.yaml`` and as a ``ScalingPolicy`` object in a cluster.
+Each field says its unit and why its default is what it is; cross-field rules are checked here
+(and mirrored as CEL rules in the generated CRD).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from controller.core.manifest import GROUP_VERSION, Model, ObjectMeta
+
+
+class ExecutorBounds(Model):
+    """How many executors the engine may ask for."""
+
+    min: int = Field(
+        default=1, ge=0, le=1000, description="Fewest executors (count). 0 allows scale-to-zero."
+    )
+    max: int = Field(
+        default=8, ge=1, le=1000, description="Most executors (count); the cost ceiling."
+    )
+    initial: int | None = Field(
+        default=None,
+        ge=0,
+        le=1000,
+        description="Executors at start (count). Default: min (or the job's own count if within "
+        "bounds).",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ExecutorBounds:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+        if self.initial is not None and not self.min <= self.initial <= self.max:
+            raise ValueError(
+                f"initial ({self.initial}) must be within [min, max] = [{self.min}, {self.max}]"
+            )
+        return self
+
+
+class PartitionPolicy(Model):
+    """State partitions of the stateful stage and when to repartition them."""
+
+    min: int = Field(default=1, ge=1, le=4096, description="Fewest state partitions (count).")
+    max: int = Field(
+        default=64,
+        ge=1,
+        le=4096,
+        description="Most state partitions (count). Each partition is one task per batch, so more "
+        "than the task slots only adds per-task overhead.",
+    )
+    repartition: bool = Field(
+        default=True,
+        description="Allow repartitioning keyed state from the checkpoint (the SEEP move). Without "
+        "it a partition-bound stateful stage is reported, never fixed.",
+    )
+    per_slot: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="State partitions per task slot when repartitioning (count). 1 gives one task "
+        "per slot per batch; more smooths skew at the price of per-task overhead.",
+    )
+    repartition_bytes_per_second: float = Field(
+        default=8.0e6,
+        gt=0,
+        description="Measured speed of an offline state repartition (bytes/s). Default from 3M keys, "
+        "113 MB in 12.9 s on 2 cores (DESIGN.md §5).",
+    )
+    restart_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="Fixed cost of stopping at a batch boundary and resuming the query (s): session "
+        "restart ~6 s plus the first batch (DESIGN.md §5).",
+    )
+    max_downtime_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="Never start a repartition whose estimated downtime exceeds this (s).",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> PartitionPolicy:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+        return self
+
+
+class UtilizationBand(Model):
+    """Target busy fraction of the task slots, with a band inside which the engine holds."""
+
+    target: float = Field(
+        default=0.7,
+        gt=0,
+        lt=1,
+        description="Utilization to size for (fraction of slot time busy). 0.7 leaves 30% headroom "
+        "for bursts, the Flink autoscaler's default.",
+    )
+    low: float = Field(
+        default=0.4,
+        gt=0,
+        lt=1,
+        description="Below this the job is over-provisioned and may scale in (fraction).",
+    )
+    high: float = Field(
+        default=0.9,
+        gt=0,
+        lt=1,
+        description="Above this the job is under-provisioned and scales out (fraction). 0.9 is "
+        "Spark's DStream scale-up ratio.",
+    )
+
+    @model_validator(mode="after")
+    def _order(self) -> UtilizationBand:
+        if not self.low < self.target < self.high:
+            raise ValueError(
+                f"low ({self.low}) < target ({self.target}) < high ({self.high}) must hold"
+            )
+        return self
+
+
+class LagPolicy(Model):
+    """The latency promise, and how fast a backlog must be drained."""
+
+    slo_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="The lag SLO (s): the age of the oldest unprocessed record must stay below it.",
+    )
+    catch_up_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Drain a backlog within this time (s). The required rate adds "
+        "backlog / catch_up_seconds to the arrival rate.",
+    )
+    backlog_tolerance_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="A backlog younger than this (s) is normal micro-batch queueing, not catch-up.",
+    )
+
+
+class TimingPolicy(Model):
+    """When the engine looks, how much it trusts, and how long it waits between actions."""
+
+    evaluation_interval_seconds: float = Field(
+        default=10.0, gt=0, le=3600, description="Evaluate every this many seconds (s)."
+    )
+    window_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Metrics window the snapshot aggregates (s). Long enough to hold a few batches.",
+    )
+    stale_after_seconds: float = Field(
+        default=45.0,
+        gt=0,
+        description="Metrics older than this (s) are stale: the engine holds and says so.",
+    )
+    min_batches: int = Field(
+        default=2,
+        ge=1,
+        description="Fewest completed batches in the window before sizing on it (count).",
+    )
+    cooldown_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="After an action, hold this long (s) so its effect shows in the metrics. "
+        "Executors register 5–12 s after a request (DESIGN.md §5).",
+    )
+    scale_down_stabilization_seconds: float = Field(
+        default=120.0,
+        ge=0,
+        description="Scale in only to the highest recommendation seen over this window (s), so a "
+        "dip does not undo capacity a burst will need again (HPA uses 300 s).",
+    )
+    executor_startup_seconds: float = Field(
+        default=12.0,
+        ge=0,
+        description="Request to first task on a new executor (s), measured 8–12 s; used to size "
+        "the backlog a scale-out must also absorb.",
+    )
+
+    @model_validator(mode="after")
+    def _window(self) -> TimingPolicy:
+        if self.stale_after_seconds < self.evaluation_interval_seconds:
+            raise ValueError(
+                f"staleAfterSeconds ({self.stale_after_seconds}) must be >= "
+                f"evaluationIntervalSeconds ({self.evaluation_interval_seconds})"
+            )
+        return self
+
+
+class SafetyPolicy(Model):
+    """Guards against actions that do not help."""
+
+    ineffective_scale_up_ratio: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description="A scale-out that delivered less than this fraction of its expected gain in "
+        "processing rate is ineffective; the same move is then blocked (fraction).",
+    )
+    blocked_action_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="How long an ineffective move stays blocked (s) (Dhalion's blacklist).",
+    )
+    max_scale_up_factor: float = Field(
+        default=4.0,
+        ge=1,
+        description="Grow executors by at most this factor in one action (ratio).",
+    )
+
+
+class ScalingPolicySpec(Model):
+    """Everything the decision engine needs to know about what the user wants."""
+
+    mode: Literal["enforce", "recommend"] = Field(
+        default="enforce",
+        description="enforce: act. recommend: decide and report (logs, Events, status) but never "
+        "act — how a new policy earns trust.",
+    )
+    executors: ExecutorBounds = Field(default_factory=ExecutorBounds)
+    partitions: PartitionPolicy = Field(default_factory=PartitionPolicy)
+    utilization: UtilizationBand = Field(default_factory=UtilizationBand)
+    lag: LagPolicy = Field(default_factory=LagPolicy)
+    timing: TimingPolicy = Field(default_factory=TimingPolicy)
+    safety: SafetyPolicy = Field(default_factory=SafetyPolicy)
+
+    @model_validator(mode="after")
+    def _cross(self) -> ScalingPolicySpec:
+        if self.timing.cooldown_seconds >= self.timing.scale_down_stabilization_seconds > 0:
+            raise ValueError(
+                f"timing.cooldownSeconds ({self.timing.cooldown_seconds}) must be < "
+                f"timing.scaleDownStabilizationSeconds "
+                f"({self.timing.scale_down_stabilization_seconds})"
+            )
+        return self
+
+
+class ScalingPolicy(Model):
+    """A ``ScalingPolicy`` manifest (apiVersion ``stream-autoscaler.io/v1alpha1``)."""
+
+    api_version: Literal["stream-autoscaler.io/v1alpha1"] = Field(
+        default=GROUP_VERSION, alias="apiVersion", description="Always " + GROUP_VERSION + "."
+    )
+    kind: Literal["ScalingPolicy"] = Field(default="ScalingPolicy", description="ScalingPolicy.")
+    metadata: ObjectMeta
+    spec: ScalingPolicySpec = Field(default_factory=ScalingPolicySpec)

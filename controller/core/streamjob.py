@@ -1,0 +1,392 @@
+"""The StreamJob model: one streaming job, the same YAML in a file and in the API server.
+
+``spec`` says what to run (source, named operators, sink, trigger, checkpoint, starting
+capacity) and which ScalingPolicy governs it; ``status`` is what the controller observed and
+decided, including the bounded scaling history and the intent of an action in flight.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from controller.core.history import ScalingHistory
+from controller.core.manifest import GROUP_VERSION, Model, ObjectMeta
+
+Name = Annotated[
+    str,
+    Field(min_length=1, max_length=63, pattern=r"^[a-z][a-z0-9_-]*$", description="Operator name."),
+]
+
+# --- sources -------------------------------------------------------------------------------
+
+
+class BurstSource(Model):
+    """Deterministic, rewindable records whose content is a pure function of their offset,
+    arriving at the rate a trace CSV (``t,input_rate`` or ``t,load``) gives."""
+
+    type: Literal["burst"] = "burst"
+    trace: str = Field(description="Path of the trace CSV (t,input_rate or t,load).")
+    keys: int = Field(default=10_000, ge=1, description="Distinct keys (count).")
+    skew: float = Field(
+        default=0.0, ge=0, le=5, description="Zipf exponent of the key distribution; 0 = uniform."
+    )
+    partitions: int = Field(
+        default=4, ge=1, le=4096, description="Source partitions per batch (count): read-stage cap."
+    )
+    load_unit_rate: float | None = Field(
+        default=None,
+        gt=0,
+        description="Records/s that one `load` unit means (one executor's measured capacity). "
+        "Required for a t,load trace unless the runner measures it.",
+    )
+    seed: int = Field(default=0, description="Seed mixed into every record (deterministic).")
+    max_records_per_batch: int | None = Field(
+        default=None, ge=1, description="Cap on records per micro-batch (count); None = no cap."
+    )
+
+
+class FileSource(Model):
+    """New files in a directory (JSON lines, CSV, text), read as a stream."""
+
+    type: Literal["files"] = "files"
+    path: str = Field(description="Directory watched for new files.")
+    format: Literal["json", "csv", "text"] = Field(default="json", description="File format.")
+    schema_ddl: str | None = Field(
+        default=None,
+        alias="schema",
+        description="Spark DDL schema (e.g. 'user STRING, ts TIMESTAMP'); required for json/csv.",
+    )
+    max_files_per_trigger: int | None = Field(default=None, ge=1, description="Files per batch.")
+
+
+class KafkaSource(Model):
+    """A Kafka topic (or topics)."""
+
+    type: Literal["kafka"] = "kafka"
+    bootstrap_servers: str = Field(description="host:port[,host:port].")
+    topic: str = Field(description="Topic name, or a comma-separated list.")
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        default="earliest", description="Where a new query starts."
+    )
+    max_offsets_per_trigger: int | None = Field(default=None, ge=1, description="Records/batch.")
+    min_partitions: int | None = Field(
+        default=None, ge=1, description="Split topic partitions into at least this many tasks."
+    )
+
+
+Source = Annotated[BurstSource | FileSource | KafkaSource, Field(discriminator="type")]
+
+# --- operators -----------------------------------------------------------------------------
+
+
+class ParseOp(Model):
+    """Parse a string column (JSON or CSV) into typed columns."""
+
+    type: Literal["parse"] = "parse"
+    name: Name
+    format: Literal["json", "csv"] = Field(default="json", description="Input format.")
+    schema_ddl: str = Field(alias="schema", description="Spark DDL schema of the parsed record.")
+    column: str = Field(default="value", description="Column holding the text.")
+
+
+class FilterOp(Model):
+    """Keep rows for which a Spark SQL boolean expression holds."""
+
+    type: Literal["filter"] = "filter"
+    name: Name
+    condition: str = Field(min_length=1, description="Spark SQL boolean expression.")
+
+
+class ProjectOp(Model):
+    """Select or compute columns with Spark SQL expressions (``selectExpr``)."""
+
+    type: Literal["project"] = "project"
+    name: Name
+    columns: list[str] = Field(min_length=1, description="Spark SQL expressions.")
+
+
+class Watermark(Model):
+    """Event-time watermark: how late a record may be and still count."""
+
+    column: str = Field(description="Event-time column (TIMESTAMP).")
+    delay: str = Field(default="10 seconds", description="Spark interval, e.g. '10 seconds'.")
+
+
+class Window(Model):
+    """Tumbling (no slide) or sliding event-time window."""
+
+    column: str = Field(description="Event-time column (TIMESTAMP).")
+    duration: str = Field(description="Window length, e.g. '1 minute'.")
+    slide: str | None = Field(default=None, description="Slide; None = tumbling.")
+
+
+class Aggregation(Model):
+    """One aggregate per key."""
+
+    fn: Literal["count", "sum", "avg", "min", "max"] = Field(description="Aggregate function.")
+    column: str | None = Field(default=None, description="Input column; None only for count.")
+    alias: str | None = Field(default=None, alias="as", description="Output column name.")
+
+    @model_validator(mode="after")
+    def _column(self) -> Aggregation:
+        if self.fn != "count" and self.column is None:
+            raise ValueError(f"aggregation {self.fn} needs a column")
+        return self
+
+
+class AggregateOp(Model):
+    """Keyed aggregation (stateful), optionally per event-time window."""
+
+    type: Literal["aggregate"] = "aggregate"
+    name: Name
+    keys: list[str] = Field(min_length=1, description="Grouping columns.")
+    aggregations: list[Aggregation] = Field(
+        default_factory=lambda: [Aggregation(fn="count")], min_length=1
+    )
+    window: Window | None = Field(default=None, description="Event-time window, or None.")
+    watermark: Watermark | None = Field(default=None, description="Required with a window.")
+
+    @model_validator(mode="after")
+    def _watermark(self) -> AggregateOp:
+        if self.window is not None and self.watermark is None:
+            raise ValueError("a windowed aggregation needs a watermark")
+        return self
+
+
+class DeduplicateOp(Model):
+    """Drop repeated rows by key (stateful)."""
+
+    type: Literal["deduplicate"] = "deduplicate"
+    name: Name
+    columns: list[str] = Field(min_length=1, description="Columns that identify a duplicate.")
+    watermark: Watermark | None = Field(default=None, description="Bounds the state, if given.")
+
+
+class JoinSide(Model):
+    """The other stream of a stream-stream join: its own source and operators."""
+
+    source: Source
+    pipeline: list[ParseOp | FilterOp | ProjectOp] = Field(default_factory=list)
+    watermark: Watermark = Field(description="Watermark of the other stream (required).")
+    alias: str = Field(default="right", description="Alias to refer to it in the condition.")
+
+
+class JoinOp(Model):
+    """Stream-stream join with a time bound (for example impressions x clicks)."""
+
+    type: Literal["join"] = "join"
+    name: Name
+    right: JoinSide
+    watermark: Watermark = Field(description="Watermark of this (left) stream.")
+    alias: str = Field(default="left", description="Alias of this stream in the condition.")
+    condition: str = Field(
+        description="Spark SQL join condition with a time bound, e.g. 'left.ad = right.ad AND "
+        "right.ts BETWEEN left.ts AND left.ts + interval 1 minute'."
+    )
+    how: Literal["inner", "leftOuter", "rightOuter"] = Field(default="inner")
+
+
+class CustomOp(Model):
+    """A user operator: ``module:function`` taking (DataFrame, options) -> DataFrame."""
+
+    type: Literal["custom"] = "custom"
+    name: Name
+    function: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", description="module:function")
+    stateful: bool = Field(default=False, description="Whether it keeps keyed state.")
+    options: dict[str, str] = Field(default_factory=dict, description="Passed to the function.")
+
+
+Operator = Annotated[
+    ParseOp | FilterOp | ProjectOp | AggregateOp | DeduplicateOp | JoinOp | CustomOp,
+    Field(discriminator="type"),
+]
+
+# --- sinks and the rest of the spec ---------------------------------------------------------
+
+
+class Sink(Model):
+    """Where results go. ``files`` writes one directory per batch id (idempotent on replay)."""
+
+    type: Literal["files", "memory", "console", "kafka", "noop"] = Field(default="files")
+    path: str | None = Field(default=None, description="Output directory (files).")
+    format: Literal["json", "parquet", "csv"] = Field(default="parquet")
+    output_mode: Literal["append", "update", "complete"] = Field(default="update")
+    bootstrap_servers: str | None = Field(default=None, description="Kafka sink: host:port.")
+    topic: str | None = Field(default=None, description="Kafka sink topic.")
+
+    @model_validator(mode="after")
+    def _needs(self) -> Sink:
+        if self.type == "files" and not self.path:
+            raise ValueError("a files sink needs a path")
+        if self.type == "kafka" and not (self.bootstrap_servers and self.topic):
+            raise ValueError("a kafka sink needs bootstrapServers and topic")
+        return self
+
+
+class Trigger(Model):
+    """Micro-batch trigger."""
+
+    interval_seconds: float = Field(
+        default=1.0, ge=0, description="Trigger interval (s); 0 = next batch as soon as possible."
+    )
+
+
+class Checkpoint(Model):
+    """Where the query keeps offsets, commits and state (RocksDB)."""
+
+    location: str = Field(min_length=1, description="Checkpoint directory (path or URI).")
+
+
+class ExecutorSpec(Model):
+    """Starting capacity and executor shape."""
+
+    initial: int = Field(default=1, ge=0, le=1000, description="Executors at start (count).")
+    cores: int = Field(default=1, ge=1, le=64, description="Cores (task slots) per executor.")
+    memory: str = Field(
+        default="512m", pattern=r"^\d+[kmgt]?$", description="Executor heap, Spark format."
+    )
+
+
+class SparkSpec(Model):
+    """How to reach Spark, and extra configuration."""
+
+    master: str | None = Field(
+        default=None, description="Spark master URL; None = the runner's own local mini-cluster."
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings.")
+
+    @model_validator(mode="after")
+    def _rocksdb(self) -> SparkSpec:
+        provider = self.conf.get("spark.sql.streaming.stateStore.providerClass")
+        if provider and "RocksDB" not in provider:
+            raise ValueError(
+                f"spark.sql.streaming.stateStore.providerClass ({provider}) must be the RocksDB "
+                "provider: state repartition needs it"
+            )
+        return self
+
+
+class SecretKeyRef(Model):
+    """A key in a Secret."""
+
+    name: str
+    key: str = "token"
+
+
+class AttachSpec(Model):
+    """Attached mode: observe and scale a runner that already runs elsewhere."""
+
+    control_url: str = Field(description="Base URL of the runner's control endpoint.")
+    metrics_url: str = Field(description="URL of the runner's Prometheus /metrics.")
+    token_secret_ref: SecretKeyRef | None = Field(default=None, description="Bearer token.")
+
+
+class PolicyRef(Model):
+    """The ScalingPolicy that governs the job (same namespace)."""
+
+    name: str = Field(default="default", description="ScalingPolicy name.")
+
+
+class StreamJobSpec(Model):
+    """What to run and under which policy."""
+
+    policy_ref: PolicyRef = Field(default_factory=PolicyRef)
+    source: Source
+    pipeline: list[Operator] = Field(min_length=1, description="Named operators, in order.")
+    sink: Sink
+    trigger: Trigger = Field(default_factory=Trigger)
+    checkpoint: Checkpoint
+    state_partitions: int = Field(
+        default=4, ge=1, le=4096, description="State partitions at first start (count)."
+    )
+    executors: ExecutorSpec = Field(default_factory=ExecutorSpec)
+    spark: SparkSpec = Field(default_factory=SparkSpec)
+    attach: AttachSpec | None = Field(default=None, description="Attached mode, if set.")
+
+    @model_validator(mode="after")
+    def _names(self) -> StreamJobSpec:
+        names = [op.name for op in self.pipeline]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"operator names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+
+# --- status --------------------------------------------------------------------------------
+
+Phase = Literal["Pending", "Running", "Scaling", "Repartitioning", "Recovering", "Degraded", "Failed"]
+
+
+class Condition(Model):
+    """A Kubernetes-style condition."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    message: str = ""
+    last_transition_time: str = Field(description="RFC 3339 time.")
+    observed_generation: int | None = None
+
+
+class ExecutorStatus(Model):
+    """Executors now and the target the controller asked for."""
+
+    current: int | None = None
+    target: int | None = None
+
+
+class DecisionRecord(Model):
+    """The last decision, as shown in status, logs and Events."""
+
+    time: float = Field(description="Unix time (s).")
+    action: str
+    reason: str
+    message: str
+    target_executors: int | None = None
+    target_partitions: int | None = None
+    enforced: bool = True
+
+
+class ActionIntent(Model):
+    """Written to status before an action starts, so a restarted controller resumes it."""
+
+    action_id: str
+    action: str
+    target_executors: int | None = None
+    target_partitions: int | None = None
+    started_at: float = Field(description="Unix time (s).")
+
+
+class StreamJobStatus(Model):
+    """What the controller observed and decided."""
+
+    phase: Phase = "Pending"
+    observed_generation: int | None = None
+    executors: ExecutorStatus = Field(default_factory=ExecutorStatus)
+    executors_display: str | None = Field(default=None, description="'current/target'.")
+    partitions: int | None = None
+    input_rate: float | None = Field(default=None, description="Records/s arriving.")
+    processed_rate: float | None = Field(default=None, description="Records/s processed.")
+    lag_seconds: float | None = Field(default=None, description="Age of the backlog (s).")
+    backlog_records: float | None = None
+    bottleneck: str | None = None
+    last_decision: DecisionRecord | None = None
+    last_committed_batch: int | None = None
+    resumed_from_batch: int | None = None
+    intent: ActionIntent | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    history: ScalingHistory = Field(default_factory=ScalingHistory)
+
+
+class StreamJob(Model):
+    """A ``StreamJob`` manifest (apiVersion ``stream-autoscaler.io/v1alpha1``)."""
+
+    api_version: Literal["stream-autoscaler.io/v1alpha1"] = Field(
+        default=GROUP_VERSION, alias="apiVersion", description="Always " + GROUP_VERSION + "."
+    )
+    kind: Literal["StreamJob"] = Field(default="StreamJob", description="StreamJob.")
+    metadata: ObjectMeta
+    spec: StreamJobSpec
+    status: StreamJobStatus | None = None

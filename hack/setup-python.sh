@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Creates .venv and installs the project with everything its commands and tests need.
+# Idempotent: re-running only installs what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup: Python >= 3.11 is required (found $("$PYTHON" --version 2>&1))" >&2
+  exit 1
+fi
+if ! command -v java >/dev/null 2>&1; then
+  echo "setup: Java 17 is required by Spark; installing openjdk-17-jre-headless" >&2
+  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless
+fi
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -e ".[spark,dev]"
+touch "$VENV/.installed"
+echo "setup: $VENV ready ($("$VENV/bin/python" --version))"
