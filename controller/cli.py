@@ -76,7 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        if not hasattr(args, "rest"):
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.rest = [*unknown, *args.rest]
     handler: Handler = args.handler
     try:
         return handler(args)
