@@ -1,0 +1,110 @@
+"""The decision: what the engine asks for, and why.
+
+``decide`` (in :mod:`controller.core.engine`) returns a :class:`Decision`; the adapters log it,
+put it in Events and status, and, in ``enforce`` mode, carry it out.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from controller.core.history import HistoryEntry, HistoryLimits, ScalingHistory
+from controller.core.manifest import Model
+from controller.core.reasons import Action, BottleneckKind, Reason
+
+
+class Diagnosis(Model):
+    """The bottleneck operator, the kind of bottleneck, and the evidence for it."""
+
+    kind: BottleneckKind = BottleneckKind.NONE
+    operator: str | None = Field(default=None, description="Binding stage, if any.")
+    evidence: tuple[str, ...] = Field(default=(), description="Observations that led here.")
+    utilization: float | None = Field(
+        default=None, description="Busy fraction of the job's batch time budget (0..1+)."
+    )
+
+
+class Sizing(Model):
+    """The DS2-style numbers behind a recommendation (records/s, counts)."""
+
+    required_rate: float | None = Field(
+        default=None, description="Arrival rate plus backlog / catch-up time (records/s)."
+    )
+    capacity_rate: float | None = Field(
+        default=None, description="Sustainable rate at current executors and partitions."
+    )
+    target_capacity_rate: float | None = Field(
+        default=None, description="Sustainable rate at the recommended executors and partitions."
+    )
+    recommended_executors: int | None = Field(
+        default=None, description="Executors the sizing asks for, before deferral and cooldown."
+    )
+    recommended_partitions: int | None = Field(default=None)
+    catching_up: bool = Field(default=False, description="A backlog beyond tolerance is draining.")
+
+
+class Decision(Model):
+    """What to do, with a reason code and a human message."""
+
+    action: Action
+    reason: Reason
+    message: str
+    target_executors: int | None = Field(default=None, description="Executors to run (count).")
+    target_partitions: int | None = Field(
+        default=None, description="State partitions to run with (count)."
+    )
+    enforced: bool = Field(
+        default=True, description="False in recommend mode: reported, not carried out."
+    )
+    diagnosis: Diagnosis = Field(default_factory=Diagnosis)
+    sizing: Sizing = Field(default_factory=Sizing)
+
+    @property
+    def acts(self) -> bool:
+        """Whether an adapter should carry this decision out."""
+        return self.enforced and self.action is not Action.HOLD
+
+    def summary(self) -> str:
+        """One line for logs and the terminal: ``Reason: message``."""
+        return f"{self.reason.value}: {self.message}"
+
+
+def record(
+    history: ScalingHistory,
+    decision: Decision,
+    now: float,
+    *,
+    rate_before: float | None = None,
+    limits: HistoryLimits | None = None,
+) -> ScalingHistory:
+    """The history after ``decision``: its recommendation, and the action if one was taken."""
+    lim = limits or HistoryLimits()
+    h = history
+    rec = decision.sizing.recommended_executors
+    if rec is not None:
+        h = h.add(
+            HistoryEntry(
+                time=now,
+                kind="recommendation",
+                executors=rec,
+                partitions=decision.sizing.recommended_partitions,
+                reason=decision.reason.value,
+            ),
+            now,
+            lim,
+        )
+    if decision.acts:
+        h = h.add(
+            HistoryEntry(
+                time=now,
+                kind="action",
+                executors=decision.target_executors,
+                partitions=decision.target_partitions,
+                reason=decision.reason.value,
+                rate_before=rate_before,
+                expected_rate=decision.sizing.target_capacity_rate,
+            ),
+            now,
+            lim,
+        )
+    return h
