@@ -58,6 +58,9 @@ class Decision(Model):
     )
     diagnosis: Diagnosis = Field(default_factory=Diagnosis)
     sizing: Sizing = Field(default_factory=Sizing)
+    block: HistoryEntry | None = Field(
+        default=None, description="A move found ineffective, to remember as blocked."
+    )
 
     @property
     def acts(self) -> bool:
@@ -89,15 +92,19 @@ def record(
                 executors=rec,
                 partitions=decision.sizing.recommended_partitions,
                 reason=decision.reason.value,
+                expected_rate=decision.sizing.target_capacity_rate,
             ),
             now,
             lim,
         )
+    if decision.block is not None:
+        h = h.add(decision.block, now, lim)
     if decision.acts:
         h = h.add(
             HistoryEntry(
                 time=now,
                 kind="action",
+                action=decision.action.value,
                 executors=decision.target_executors,
                 partitions=decision.target_partitions,
                 reason=decision.reason.value,

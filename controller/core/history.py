@@ -37,6 +37,7 @@ class HistoryEntry(Model):
 
     time: float = Field(description="Unix time (s).")
     kind: EntryKind
+    action: str | None = Field(default=None, description="Action taken (action entries).")
     executors: int | None = Field(default=None, description="Target executors (count).")
     partitions: int | None = Field(default=None, description="Target state partitions (count).")
     reason: str = Field(default="", description="Reason code.")

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from controller.core.manifest import GROUP_VERSION, Model, ObjectMeta
+from controller.core.manifest import Model, ObjectMeta
 
 
 class ExecutorBounds(Model):
@@ -68,14 +68,14 @@ class PartitionPolicy(Model):
     repartition_bytes_per_second: float = Field(
         default=8.0e6,
         gt=0,
-        description="Measured speed of an offline state repartition (bytes/s). Default from 3M keys, "
-        "113 MB in 12.9 s on 2 cores (DESIGN.md §5).",
+        description="Measured speed of an offline state repartition (bytes/s). Default from "
+        "3M keys, 113 MB in 12.9 s on 2 cores (DESIGN.md §5).",
     )
     restart_seconds: float = Field(
         default=10.0,
         ge=0,
-        description="Fixed cost of stopping at a batch boundary and resuming the query (s): session "
-        "restart ~6 s plus the first batch (DESIGN.md §5).",
+        description="Fixed cost of stopping at a batch boundary and resuming the query (s): "
+        "session restart ~6 s plus the first batch (DESIGN.md §5).",
     )
     max_downtime_seconds: float = Field(
         default=120.0,
@@ -154,7 +154,8 @@ class TimingPolicy(Model):
         default=30.0,
         gt=0,
         le=3600,
-        description="Metrics window the snapshot aggregates (s). Long enough to hold a few batches.",
+        description="Metrics window the snapshot aggregates (s); long enough to hold a few "
+        "batches.",
     )
     stale_after_seconds: float = Field(
         default=45.0,
@@ -217,6 +218,35 @@ class SafetyPolicy(Model):
     )
 
 
+class DiagnosisPolicy(Model):
+    """Thresholds that name a bottleneck's kind."""
+
+    skew_ratio: float = Field(
+        default=3.0,
+        gt=1,
+        description="Longest task / median task above this means skew (ratio): more slots will "
+        "not shorten the longest task.",
+    )
+    memory_pressure_ratio: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="Executor memory in use / available above this is memory pressure (fraction).",
+    )
+    overhead_share: float = Field(
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="Fixed per-batch driver time / trigger interval above this means the driver "
+        "overhead dominates: suggest a longer trigger instead of executors (fraction).",
+    )
+    no_progress_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="No committed batch for this long (s) while data waits means the job failed.",
+    )
+
+
 class ScalingPolicySpec(Model):
     """Everything the decision engine needs to know about what the user wants."""
 
@@ -231,6 +261,7 @@ class ScalingPolicySpec(Model):
     lag: LagPolicy = Field(default_factory=LagPolicy)
     timing: TimingPolicy = Field(default_factory=TimingPolicy)
     safety: SafetyPolicy = Field(default_factory=SafetyPolicy)
+    diagnosis: DiagnosisPolicy = Field(default_factory=DiagnosisPolicy)
 
     @model_validator(mode="after")
     def _cross(self) -> ScalingPolicySpec:
@@ -247,7 +278,7 @@ class ScalingPolicy(Model):
     """A ``ScalingPolicy`` manifest (apiVersion ``stream-autoscaler.io/v1alpha1``)."""
 
     api_version: Literal["stream-autoscaler.io/v1alpha1"] = Field(
-        default=GROUP_VERSION, alias="apiVersion", description="Always " + GROUP_VERSION + "."
+        default="stream-autoscaler.io/v1alpha1", alias="apiVersion", description="API version."
     )
     kind: Literal["ScalingPolicy"] = Field(default="ScalingPolicy", description="ScalingPolicy.")
     metadata: ObjectMeta

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from controller.core.history import ScalingHistory
-from controller.core.manifest import GROUP_VERSION, Model, ObjectMeta
+from controller.core.manifest import Model, ObjectMeta
 
 Name = Annotated[
     str,
@@ -316,7 +316,9 @@ class StreamJobSpec(Model):
 
 # --- status --------------------------------------------------------------------------------
 
-Phase = Literal["Pending", "Running", "Scaling", "Repartitioning", "Recovering", "Degraded", "Failed"]
+Phase = Literal[
+    "Pending", "Running", "Scaling", "Repartitioning", "Recovering", "Degraded", "Failed"
+]
 
 
 class Condition(Model):
@@ -384,7 +386,7 @@ class StreamJob(Model):
     """A ``StreamJob`` manifest (apiVersion ``stream-autoscaler.io/v1alpha1``)."""
 
     api_version: Literal["stream-autoscaler.io/v1alpha1"] = Field(
-        default=GROUP_VERSION, alias="apiVersion", description="Always " + GROUP_VERSION + "."
+        default="stream-autoscaler.io/v1alpha1", alias="apiVersion", description="API version."
     )
     kind: Literal["StreamJob"] = Field(default="StreamJob", description="StreamJob.")
     metadata: ObjectMeta

@@ -1,0 +1,167 @@
+"""The capacity model of a micro-batch: how fast a job can go at a given size.
+
+A micro-batch runs its stages one after another on the same task slots. Stage ``s`` costs
+``cost[s]`` task-seconds per source record (DS2's true rate, inverted: measured over busy task
+time, not wall time) and runs on ``min(slots, partitions[s])`` slots; the batch also pays a fixed
+driver overhead that executors do not shrink. So, at arrival rate ``R`` and trigger interval
+``I``, the busy fraction of the interval is::
+
+    U(R, slots, P) = overhead / I + R * sum_s cost[s] * spread[s] / min(slots_s, partitions_s)
+
+``spread[s] >= 1`` is the measured wall-time inflation over a perfect spread (skew, stragglers).
+For the stateful stage, ``slots_s`` is capped by the slots that held state when the query last
+started: stateful tasks stick to the executors with their state store (DESIGN.md §5), so
+executors added in place help it only after a restart or repartition.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from controller.core.snapshot import MetricsSnapshot, StageKind
+
+_PSEUDO_STAGE = "job"
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """One stage's cost and parallelism cap."""
+
+    name: str
+    kind: StageKind
+    cost: float
+    """Task-seconds per source record."""
+    partitions: int | None
+    """Tasks per batch; None = as many as there are slots."""
+    spread: float = 1.0
+    """Observed wall time / ideal wall time (>= 1)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A candidate size: executors, state partitions, and whether state gets re-spread."""
+
+    executors: int
+    partitions: int | None
+    restart: bool
+    """True if the query restarts (repartition or recovery), so state spreads over all slots."""
+
+
+@dataclass(frozen=True)
+class CapacityModel:
+    """Stage costs of one job, measured from a snapshot."""
+
+    stages: tuple[StageCost, ...]
+    overhead_seconds: float
+    interval_seconds: float
+    cores_per_executor: int
+    current_executors: int
+    current_partitions: int | None
+
+    @staticmethod
+    def from_snapshot(s: MetricsSnapshot) -> CapacityModel | None:
+        """The model, or None when the snapshot cannot tell the costs (idle or unknown)."""
+        if s.executors is None or s.window_seconds is None:
+            return None
+        records = _records_in_window(s)
+        if records is None or records <= 0:
+            return None
+        cores = s.cores_per_executor or 1
+        slots = max(1, s.executors * cores)
+        stages: list[StageCost] = []
+        for st in s.stages:
+            if st.busy_seconds is None:
+                continue
+            cap = st.partitions
+            if st.kind == "source" and s.source_partitions is not None:
+                cap = s.source_partitions
+            par = min(slots, cap) if cap else slots
+            ideal_wall = st.busy_seconds / par
+            spread = 1.0
+            if st.wall_seconds and ideal_wall > 0:
+                spread = min(max(st.wall_seconds / ideal_wall, 1.0), 10.0)
+            stages.append(StageCost(st.name, st.kind, st.busy_seconds / records, cap, spread))
+        if not stages:
+            fallback = _fallback_stage(s, records, slots)
+            if fallback is None:
+                return None
+            stages.append(fallback)
+        stateful = s.stateful_stage()
+        return CapacityModel(
+            stages=tuple(stages),
+            overhead_seconds=s.overhead_seconds or 0.0,
+            interval_seconds=s.trigger_interval_seconds or 0.0,
+            cores_per_executor=cores,
+            current_executors=s.executors,
+            current_partitions=stateful.partitions if stateful else None,
+        )
+
+    # -- the model --------------------------------------------------------------------------
+
+    def overhead_share(self) -> float:
+        """Fixed driver time as a fraction of the trigger interval (0 with no interval)."""
+        if self.interval_seconds <= 0:
+            return 0.0
+        return self.overhead_seconds / self.interval_seconds
+
+    def work_seconds_per_record(self, layout: Layout) -> float:
+        """Wall seconds of batch work per source record at ``layout``."""
+        slots = layout.executors * self.cores_per_executor
+        if slots <= 0:
+            return math.inf
+        held = self.current_executors * self.cores_per_executor
+        total = 0.0
+        for st in self.stages:
+            cap = layout.partitions if st.kind == "stateful" else st.partitions
+            usable = slots
+            if st.kind == "stateful" and not layout.restart:
+                usable = min(slots, max(1, held))
+            par = min(usable, cap) if cap else usable
+            total += st.cost * st.spread / max(1, par)
+        return total
+
+    def utilization(self, rate: float, layout: Layout) -> float:
+        """Busy fraction of the trigger interval needed to process ``rate`` records/s."""
+        return self.overhead_share() + rate * self.work_seconds_per_record(layout)
+
+    def capacity(self, layout: Layout, utilization: float = 1.0) -> float:
+        """Records/s sustainable at ``layout`` while busy at most ``utilization``."""
+        w = self.work_seconds_per_record(layout)
+        headroom = utilization - self.overhead_share()
+        if headroom <= 0 or not math.isfinite(w):
+            return 0.0
+        if w <= 0:
+            return math.inf
+        return headroom / w
+
+    def binding_stage(self, layout: Layout) -> StageCost:
+        """The stage with the most wall time per record at ``layout``."""
+        slots = layout.executors * self.cores_per_executor
+
+        def wall(st: StageCost) -> float:
+            cap = layout.partitions if st.kind == "stateful" else st.partitions
+            par = min(slots, cap) if cap else slots
+            return st.cost * st.spread / max(1, par)
+
+        return max(self.stages, key=wall)
+
+
+def _records_in_window(s: MetricsSnapshot) -> float | None:
+    """Source records processed in the window: the read stage's rows, else rate x window."""
+    for st in s.stages:
+        if st.kind == "source" and st.rows is not None:
+            return st.rows
+    if s.processed_rate is not None and s.window_seconds is not None:
+        return s.processed_rate * s.window_seconds
+    return None
+
+
+def _fallback_stage(s: MetricsSnapshot, records: float, slots: int) -> StageCost | None:
+    """Without per-stage metrics: the whole batch as one stage, from batch durations."""
+    if s.batch_duration_seconds is None or s.batches is None or s.batches <= 0:
+        return None
+    work = max(0.0, s.batch_duration_seconds - (s.overhead_seconds or 0.0)) * s.batches
+    if work <= 0:
+        return None
+    return StageCost(_PSEUDO_STAGE, "stateless", work * slots / records, None, 1.0)

@@ -1,0 +1,111 @@
+"""Symptoms -> diagnosis: which stage binds the job, and what kind of bottleneck it is.
+
+Dhalion's split: detectors look at the snapshot, the diagnosis names one cause with its evidence,
+and the engine (``engine.py``) picks the resolution.
+"""
+
+from __future__ import annotations
+
+from controller.core.capacity import CapacityModel, Layout
+from controller.core.decision import Diagnosis
+from controller.core.policy import ScalingPolicySpec
+from controller.core.reasons import BottleneckKind
+from controller.core.snapshot import MetricsSnapshot
+
+
+def failure_evidence(s: MetricsSnapshot, policy: ScalingPolicySpec) -> list[str]:
+    """Why the job looks failed (empty if it does not)."""
+    out: list[str] = []
+    if s.driver_up is False:
+        out.append("the driver (runner) does not answer")
+    waiting = (s.backlog_records or 0) > 0 or (s.arrival_rate or 0) > 0
+    stalled = s.seconds_since_progress
+    if stalled is not None and stalled > policy.diagnosis.no_progress_seconds and waiting:
+        out.append(f"no batch committed for {stalled:.0f} s while data waits")
+    return out
+
+
+def diagnose(
+    s: MetricsSnapshot, model: CapacityModel | None, policy: ScalingPolicySpec
+) -> Diagnosis:
+    """The bottleneck of the job as it runs now, with the evidence."""
+    failed = failure_evidence(s, policy)
+    if failed:
+        return Diagnosis(kind=BottleneckKind.FAILURE, evidence=tuple(failed))
+    if model is None:
+        return Diagnosis(evidence=("not enough data to size the job",))
+    layout = Layout(model.current_executors, model.current_partitions, restart=False)
+    rate = s.arrival_rate if s.arrival_rate is not None else (s.processed_rate or 0.0)
+    util = model.utilization(rate, layout)
+    evidence = [f"busy {util:.0%} of the trigger interval at {rate:,.0f} records/s"]
+    d = policy.diagnosis
+
+    if s.memory_used_ratio is not None and s.memory_used_ratio > d.memory_pressure_ratio:
+        evidence.append(
+            f"executor memory {s.memory_used_ratio:.0%} in use (> {d.memory_pressure_ratio:.0%})"
+        )
+        return Diagnosis(kind=BottleneckKind.MEMORY, evidence=tuple(evidence), utilization=util)
+
+    share = model.overhead_share()
+    if share > d.overhead_share:
+        evidence.append(
+            f"fixed per-batch driver time {model.overhead_seconds:.2f} s is {share:.0%} of the "
+            f"{model.interval_seconds:g} s trigger"
+        )
+        return Diagnosis(
+            kind=BottleneckKind.DRIVER_OVERHEAD, evidence=tuple(evidence), utilization=util
+        )
+
+    stage = model.binding_stage(layout)
+    if util <= policy.utilization.high:
+        evidence.append(f"stage {stage.name} ({stage.kind}) takes the most time per record")
+        return Diagnosis(operator=stage.name, evidence=tuple(evidence), utilization=util)
+    slots = model.current_executors * model.cores_per_executor
+    snap_stage = next((st for st in s.stages if st.name == stage.name), None)
+    if (
+        snap_stage is not None
+        and snap_stage.max_task_seconds is not None
+        and snap_stage.median_task_seconds
+        and snap_stage.max_task_seconds > d.skew_ratio * snap_stage.median_task_seconds
+    ):
+        ratio = snap_stage.max_task_seconds / snap_stage.median_task_seconds
+        evidence.append(f"stage {stage.name}: longest task {ratio:.1f}x the median")
+        return Diagnosis(
+            kind=BottleneckKind.SKEW,
+            operator=stage.name,
+            evidence=tuple(evidence),
+            utilization=util,
+        )
+
+    if (
+        stage.kind == "stateful"
+        and model.current_partitions is not None
+        and slots >= model.current_partitions
+    ):
+        evidence.append(
+            f"stateful stage {stage.name} has {model.current_partitions} partitions for "
+            f"{slots} slots: more executors cannot run more of its tasks"
+        )
+        return Diagnosis(
+            kind=BottleneckKind.STATE_PARTITIONS,
+            operator=stage.name,
+            evidence=tuple(evidence),
+            utilization=util,
+        )
+    if stage.kind == "source" and stage.partitions is not None and slots >= stage.partitions:
+        evidence.append(
+            f"read stage {stage.name} has {stage.partitions} source partitions for {slots} slots"
+        )
+        return Diagnosis(
+            kind=BottleneckKind.SOURCE_PARTITIONS,
+            operator=stage.name,
+            evidence=tuple(evidence),
+            utilization=util,
+        )
+    evidence.append(f"stage {stage.name} ({stage.kind}) takes the most time per record")
+    return Diagnosis(
+        kind=BottleneckKind.TASK_SLOTS,
+        operator=stage.name,
+        evidence=tuple(evidence),
+        utilization=util,
+    )
