@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Apply the sample StreamJob with the burst source and watch the controller scale it.
+#   hack/kind/burst.sh [manifest]      (default: k8s/samples/streamjob-burst.yaml; Ctrl-C stops)
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need kubectl
+
+manifest=${1:-$REPO_ROOT/k8s/samples/streamjob-burst.yaml}
+ctx=(--context "kind-$KIND_CLUSTER")
+kubectl "${ctx[@]}" apply --server-side --field-manager=burst-demo -f "$manifest"
+echo "watching StreamJobs (Ctrl-C to stop; events: kubectl get events --field-selector involvedObject.kind=StreamJob)"
+kubectl "${ctx[@]}" get streamjobs --all-namespaces --watch

@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""The loopback test bed: etcd, kube-apiserver (RBAC on), kube-controller-manager,
+kube-scheduler and kwok with fake nodes, started from the binaries `hack/tools/build.sh` caches.
+
+    python3 hack/testbed/testbed.py up | down | status     (what `make testbed[-down]` run)
+
+    sys.path.insert(0, "hack/testbed"); import testbed
+    bed = testbed.ensure_up()      # reuses healthy components, (re)starts the rest
+    bed.env["KUBECONFIG"]; bed.env["TESTBED_APISERVER"]; bed.admin_token
+    testbed.down()                 # stops only the processes it started (pids in state.json)
+
+Everything lives in .testbed/ (override with TESTBED_DIR): state.json (ports, pids, argv),
+pki/, kubeconfig (admin), kubeconfigs/, etcd-data/, logs/<component>.log, env, bin/ (links to
+the cached tools). Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from testbed_pki import SERVICE_CIDR, Pki  # noqa: E402
+from testbed_proc import (  # noqa: E402
+    free_port,
+    http_get,
+    http_json,
+    is_ours,
+    port_free,
+    start,
+    stop,
+    wait_until,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+VERSIONS_FILE = REPO / "hack" / "tools" / "versions.env"
+NODES = ("kwok-node-0", "kwok-node-1")
+TOOLS = {  # tool -> key in versions.env
+    "etcd": "ETCD_VERSION",
+    "kube-apiserver": "KUBERNETES_VERSION",
+    "kube-controller-manager": "KUBERNETES_VERSION",
+    "kube-scheduler": "KUBERNETES_VERSION",
+    "kubectl": "KUBERNETES_VERSION",
+    "helm": "HELM_VERSION",
+    "kwok": "KWOK_VERSION",
+}
+ORDER = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
+
+
+class ToolsMissing(RuntimeError):
+    """The cached binaries are not there: run `make tools` (hack/tools/build.sh)."""
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for line in VERSIONS_FILE.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def tools_dir() -> Path:
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
+    return Path(os.environ.get("SA_TOOLS_BIN", default / "bin"))
+
+
+def tool_paths() -> dict[str, Path]:
+    """Cached binary of every tool (and kwok's stage file); raise ToolsMissing if any is absent."""
+    v, d = versions(), tools_dir()
+    paths = {t: d / f"{t}-{v[k]}" for t, k in TOOLS.items()}
+    paths["kwok-stages"] = d / f"kwok-stages-{v['KWOK_VERSION']}.yaml"
+    missing = [str(p) for p in paths.values() if not p.exists()]
+    if missing:
+        raise ToolsMissing("test-bed tools not built (run `make tools`): " + ", ".join(missing))
+    return paths
+
+
+@dataclass
+class Testbed:
+    """What a running test bed offers its users."""
+
+    dir: Path
+    kubeconfig: Path
+    admin_token: str
+    ca_file: Path
+    env: dict[str, str] = field(default_factory=dict)
+    tools: dict[str, Path] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)  # components this call (re)started
+
+
+class _Bed:
+    """One `up`: the state file, the credentials, and how each component starts and is probed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.state_file = root / "state.json"
+        self.state: dict[str, dict[str, object]] = {}
+        if self.state_file.exists():
+            self.state = json.loads(self.state_file.read_text())
+        self.pki = Pki(root / "pki")
+        self.tools = tool_paths()
+
+    def save(self) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2))
+        tmp.replace(self.state_file)
+
+    def port(self, name: str, key: str = "port") -> int:
+        """The component's recorded port, or a new free one."""
+        entry = self.state.setdefault(name, {})
+        ports = entry.setdefault("ports", {})
+        assert isinstance(ports, dict)
+        return int(ports.setdefault(key, free_port()))
+
+    def log(self, name: str) -> Path:
+        return self.root / "logs" / f"{name}.log"
+
+    # --- component command lines ---------------------------------------------------------
+
+    def argv(self, name: str) -> list[str]:
+        t, r, p = self.tools, self.root, self.pki
+        api = f"https://127.0.0.1:{self.port('apiserver')}"
+        if name == "etcd":
+            client, peer = self.port("etcd"), self.port("etcd", "peer")
+            return [
+                str(t["etcd"]), "--name=testbed", f"--data-dir={r / 'etcd-data'}",
+                f"--listen-client-urls=http://127.0.0.1:{client}",
+                f"--advertise-client-urls=http://127.0.0.1:{client}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=testbed=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=4294967296",
+            ]
+        if name == "apiserver":
+            return [
+                str(t["kube-apiserver"]),
+                f"--etcd-servers=http://127.0.0.1:{self.port('etcd')}",
+                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port('apiserver')}",
+                f"--tls-cert-file={p.server_crt}", f"--tls-private-key-file={p.server_key}",
+                f"--client-ca-file={p.ca_crt}",
+                f"--token-auth-file={p.tokens_csv}",
+                "--authorization-mode=Node,RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={p.sa_pub}",
+                f"--service-account-signing-key-file={p.sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # The `kubernetes` endpoints would point at a loopback address, which the API
+                # server itself rejects; nothing in the test bed needs them.
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true", "--v=1",
+            ]
+        kc = r / "kubeconfigs" / f"{name}.kubeconfig"
+        if name == "controller-manager":
+            return [
+                str(t["kube-controller-manager"]), f"--kubeconfig={kc}", f"--master={api}",
+                f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                "--bind-address=127.0.0.1", f"--secure-port={self.port(name)}",
+                "--leader-elect=false", "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={p.sa_key}", f"--root-ca-file={p.ca_crt}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--controllers=*,-nodeipam,-cloud-node-lifecycle", "--v=1",
+            ]
+        if name == "scheduler":
+            return [
+                str(t["kube-scheduler"]), f"--kubeconfig={kc}", f"--master={api}",
+                f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                "--bind-address=127.0.0.1", f"--secure-port={self.port(name)}",
+                "--leader-elect=false", "--v=1",
+            ]
+        if name == "kwok":
+            return [
+                str(t["kwok"]), f"--kubeconfig={kc}", f"--master={api}",
+                f"--config={t['kwok-stages']}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--server-address=127.0.0.1:{self.port('kwok')}",
+                "--node-ip=127.0.0.1", "--cidr=10.244.0.0/16",
+                "--node-lease-duration-seconds=40",
+            ]
+        raise KeyError(name)
+
+    def healthy(self, name: str) -> bool:
+        port = self.port(name)
+        if name == "etcd":
+            code, body = http_get(f"http://127.0.0.1:{port}/health")
+            return code == 200 and b'"true"' in body
+        if name == "apiserver":
+            code, _ = http_get(f"https://127.0.0.1:{port}/readyz", token=self.admin_token,
+                               cafile=self.pki.ca_crt)
+            return code == 200
+        if name == "kwok":
+            return http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+        return http_get(f"https://127.0.0.1:{port}/healthz")[0] == 200
+
+    @property
+    def admin_token(self) -> str:
+        return self.pki.token("admin")
+
+    @property
+    def api(self) -> str:
+        return f"https://127.0.0.1:{self.port('apiserver')}"
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def ensure(self, name: str, timeout: float) -> bool:
+        """Reuse the component if ours, same argv, healthy; else restart it. True if started."""
+        entry = self.state.setdefault(name, {})
+        argv = self.argv(name)
+        pid = entry.get("pid")
+        assert pid is None or isinstance(pid, int)
+        if is_ours(pid, argv) and self.healthy(name):
+            return False
+        old_argv = entry.get("argv")
+        if pid and isinstance(old_argv, list):
+            stop(pid, old_argv)
+        for key, port in list(dict(entry.get("ports", {})).items()):  # type: ignore[arg-type]
+            if not port_free(int(port)):  # taken by someone else: move
+                entry["ports"][key] = free_port()  # type: ignore[index]
+                argv = self.argv(name)
+        t0 = time.monotonic()
+        new_pid = start(argv, self.log(name))
+        entry.update(pid=new_pid, argv=argv)
+        self.save()
+        wait_until(name, lambda: self.healthy(name), timeout, self.log(name),
+                   alive=lambda: is_ours(new_pid, argv))
+        print(f"testbed: started {name} (pid {new_pid}) in {time.monotonic() - t0:.1f} s",
+              flush=True)
+        return True
+
+    def kube(self, method: str, path: str, body: dict[str, object] | None = None
+             ) -> tuple[int, dict[str, object]]:
+        return http_json(method, self.api + path, body, token=self.admin_token,
+                         cafile=self.pki.ca_crt)
+
+    def ensure_nodes(self) -> None:
+        for node in NODES:
+            code, body = self.kube("POST", "/api/v1/nodes", _fake_node(node))
+            if code not in (201, 409):
+                raise RuntimeError(f"creating node {node}: {code} {body}")
+
+        def ready() -> bool:
+            code, body = self.kube("GET", "/api/v1/nodes?labelSelector=type%3Dkwok")
+            items = body.get("items", []) if code == 200 else []
+            ok = {
+                n["metadata"]["name"]
+                for n in items  # type: ignore[union-attr]
+                if any(c["type"] == "Ready" and c["status"] == "True"
+                       for c in n.get("status", {}).get("conditions", []))
+            }
+            return ok >= set(NODES)
+
+        wait_until("kwok nodes Ready", ready, 60, self.log("kwok"))
+
+    def ensure_default_serviceaccount(self) -> None:
+        """Pods are admitted only once the controller-manager made the namespace's SA."""
+        wait_until(
+            "ServiceAccount default/default",
+            lambda: self.kube("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0]
+            == 200,
+            60, self.log("controller-manager"),
+        )
+
+
+def _fake_node(name: str) -> dict[str, object]:
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64", "kubernetes.io/role": "agent",
+            },
+        },
+        "status": {"allocatable": capacity, "capacity": capacity},
+    }
+
+
+def _root(root: Path | None) -> Path:
+    return (root or Path(os.environ.get("TESTBED_DIR", REPO / ".testbed"))).resolve()
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """One `up` or `down` at a time per test bed (make testbed and pytest may race)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def ensure_up(root: Path | None = None, log: Callable[[str], None] = print) -> Testbed:
+    """Bring every component up (reusing healthy ones) and return how to reach them."""
+    root = _root(root)
+    with _locked(root):
+        return _ensure_up(root, log)
+
+
+def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
+    t0 = time.monotonic()
+    bed = _Bed(root)
+    bed.pki.ensure()
+    if bed.state.get("versions") != versions():  # other binaries: start from a clean slate
+        if bed.state:
+            log("testbed: tool versions changed; restarting from empty data")
+            _stop_all(bed)
+            _wipe(root / "etcd-data")
+        bed.state = {"versions": dict(versions())}  # type: ignore[dict-item]
+    started = []
+    timeouts = {"etcd": 30, "apiserver": 90, "controller-manager": 60, "scheduler": 60,
+                "kwok": 60}
+    for name in ORDER:
+        if name in ORDER[2:]:  # clients of the API server; its port is settled by now
+            bed.pki.kubeconfig(root / "kubeconfigs" / f"{name}.kubeconfig", bed.api, name)
+        if bed.ensure(name, timeouts[name]):
+            started.append(name)
+    bed.ensure_nodes()
+    bed.ensure_default_serviceaccount()
+    kubeconfig = bed.pki.kubeconfig(root / "kubeconfig", bed.api, "admin")
+    bindir = root / "bin"
+    bindir.mkdir(exist_ok=True)
+    for tool in ("kubectl", "helm", "kwok", "etcd", "kube-apiserver"):
+        link = bindir / tool
+        link.unlink(missing_ok=True)
+        link.symlink_to(bed.tools[tool])
+    env = {
+        "KUBECONFIG": str(kubeconfig),
+        "TESTBED_DIR": str(root),
+        "TESTBED_BIN": str(bindir),
+        "TESTBED_APISERVER": bed.api,
+        "TESTBED_ETCD": f"http://127.0.0.1:{bed.port('etcd')}",
+        "TESTBED_CONTROLLER_MANAGER": f"https://127.0.0.1:{bed.port('controller-manager')}",
+        "TESTBED_SCHEDULER": f"https://127.0.0.1:{bed.port('scheduler')}",
+        "TESTBED_KWOK": f"http://127.0.0.1:{bed.port('kwok')}",
+        "TESTBED_CA_FILE": str(bed.pki.ca_crt),
+        "TESTBED_KUBERNETES_VERSION": versions()["KUBERNETES_VERSION"],
+    }
+    (root / "env").write_text("".join(f"{k}={v}\n" for k, v in env.items()))
+    bed.save()
+    log(f"testbed: up in {time.monotonic() - t0:.1f} s "
+        f"({'started ' + ', '.join(started) if started else 'all reused'}); "
+        f"KUBECONFIG={kubeconfig}")
+    return Testbed(root, kubeconfig, bed.admin_token, bed.pki.ca_crt, env, bed.tools, started)
+
+
+def _stop_all(bed: _Bed) -> list[str]:
+    stopped = []
+    for name in reversed(ORDER):
+        entry = bed.state.get(name, {})
+        pid, argv = entry.get("pid"), entry.get("argv")
+        if isinstance(pid, int) and isinstance(argv, list) and stop(pid, argv):
+            stopped.append(name)
+        entry.pop("pid", None)
+    return stopped
+
+
+def _wipe(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def down(root: Path | None = None, wipe: bool = False, log: Callable[[str], None] = print) -> None:
+    """Stop the processes this test bed started (and only those). ``wipe`` also drops the data."""
+    root = _root(root)
+    if not (root / "state.json").exists():
+        log("testbed: nothing to stop")
+        return
+    with _locked(root):
+        _down(root, wipe, log)
+
+
+def _down(root: Path, wipe: bool, log: Callable[[str], None]) -> None:
+    bed = _Bed.__new__(_Bed)
+    bed.root, bed.state_file = root, root / "state.json"
+    bed.state = json.loads(bed.state_file.read_text())
+    stopped = _stop_all(bed)
+    bed.save()
+    if wipe:
+        _wipe(root / "etcd-data")
+    log(f"testbed: stopped {', '.join(stopped) if stopped else 'nothing (none running)'}")
+
+
+def status(root: Path | None = None) -> int:
+    root = _root(root)
+    state = json.loads((root / "state.json").read_text()) if (root / "state.json").exists() else {}
+    running = 0
+    for name in ORDER:
+        entry = state.get(name, {})
+        pid, argv = entry.get("pid"), entry.get("argv") or []
+        ok = is_ours(pid, argv)
+        running += ok
+        print(f"{name:20} {'running pid ' + str(pid) if ok else 'stopped'}")
+    return 0 if running == len(ORDER) else 1
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[1] if len(argv) > 1 else "up"
+    try:
+        if cmd == "up":
+            ensure_up()
+        elif cmd == "down":
+            down(wipe="--wipe" in argv)
+        elif cmd == "status":
+            return status()
+        else:
+            print(__doc__)
+            return 2
+    except ToolsMissing as e:
+        print(f"testbed: {e}", file=sys.stderr)
+        return 3
+    except (TimeoutError, RuntimeError) as e:
+        print(f"testbed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Build the test-bed tools from Go modules and cache them outside the work tree:
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (hack/tools/k8s)
+#   etcd (hack/tools/etcd), helm (hack/tools/helm), kwok (hack/tools/kwok)
+# Binaries land in $SA_TOOLS_BIN (default ~/.cache/stream-autoscaler/bin) as <tool>-<version>.
+# A group is rebuilt only when its stamp changes: the stamp hashes the version, go.mod, go.sum,
+# main.go, the ldflags and the Go version. A warm run only compares stamps.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+bin=${SA_TOOLS_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/stream-autoscaler/bin}
+mkdir -p "$bin"
+
+# Two cores are shared with Spark tests: never more than two compile jobs.
+export GOMAXPROCS=${GOMAXPROCS:-2}
+export GOFLAGS="-trimpath -mod=readonly"
+export GOTOOLCHAIN=local
+export CGO_ENABLED=0
+jobs=${SA_TOOLS_JOBS:-2}
+
+# One build at a time per machine (several work trees share the cache).
+exec 9>"$bin/.build.lock"
+flock 9
+
+go_version=$(go env GOVERSION)
+
+pinned() { # module dir, module path, version: fail if go.mod pins another version
+  local dir=$1 mod=$2 want=$3 got
+  got=$(awk -v m="$mod" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' "$here/$dir/go.mod")
+  if [[ "$got" != "$want" ]]; then
+    echo "hack/tools/$dir/go.mod pins $mod ${got:-<none>}, versions.env says $want" >&2
+    exit 1
+  fi
+}
+
+stamp_of() { # group dir, ldflags
+  { echo "$go_version $2"; cat "$here/$1"/go.mod "$here/$1"/go.sum; cat "$here/$1"/*.go 2>/dev/null || true; } | sha256sum | cut -c1-16
+}
+
+# build <group dir> <version> <ldflags> <tool>=<package>...
+build() {
+  local dir=$1 version=$2 ldflags=$3; shift 3
+  local stamp_file="$bin/.$dir-$version.stamp" stamp missing=0 spec tool pkgs=() tools=()
+  stamp=$(stamp_of "$dir" "$ldflags")
+  for spec in "$@"; do
+    tool=${spec%%=*}; tools+=("$tool"); pkgs+=("${spec#*=}")
+    [[ -x "$bin/$tool-$version" ]] || missing=1
+  done
+  if [[ $missing == 0 && -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp" ]]; then
+    echo "tools: ${tools[*]} $version up to date"
+    return
+  fi
+  echo "tools: building ${tools[*]} $version (go $go_version, -p $jobs) ..."
+  local start=$SECONDS out name
+  out=$(mktemp -d "$bin/.build-$dir.XXXXXX")
+  # One `go build` for the whole group, so the packages the binaries share compile once.
+  (cd "$here/$dir" && go build -p "$jobs" -ldflags "-s -w $ldflags" -o "$out/" "${pkgs[@]}")
+  for spec in "$@"; do
+    tool=${spec%%=*}
+    name=$(basename "${spec#*=}"); [[ $name == . ]] && name=$dir
+    mv -f "$out/$name" "$bin/$tool-$version"
+  done
+  rmdir "$out"
+  echo "$stamp" >"$stamp_file"
+  echo "tools: built ${tools[*]} $version in $((SECONDS - start)) s"
+}
+
+total=$SECONDS
+
+pinned k8s k8s.io/kubernetes "$KUBERNETES_VERSION"
+k8s_minor=${KUBERNETES_VERSION#v}; k8s_minor=${k8s_minor#*.}; k8s_minor=${k8s_minor%%.*}
+k8s_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8s_minor"
+  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+build k8s "$KUBERNETES_VERSION" "$k8s_ldflags" \
+  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+  kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+  kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+  kubectl=k8s.io/kubernetes/cmd/kubectl
+
+pinned etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+build etcd "$ETCD_VERSION" "" etcd=.
+
+pinned helm helm.sh/helm/v3 "$HELM_VERSION"
+helm_ldflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+build helm "$HELM_VERSION" "$helm_ldflags" helm=helm.sh/helm/v3/cmd/helm
+
+pinned kwok sigs.k8s.io/kwok "$KWOK_VERSION"
+build kwok "$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" kwok=sigs.k8s.io/kwok/cmd/kwok
+
+# kwok needs its Stage objects (node initialize + lease heartbeat, pod ready/complete/delete) as
+# config files since v0.7: take them from the pinned module rather than keeping a copy here.
+stages="$bin/kwok-stages-$KWOK_VERSION.yaml"
+if [[ ! -s "$stages" ]]; then
+  kwok_dir=$(cd "$here/kwok" && go mod download -json sigs.k8s.io/kwok | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+    pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+    echo "---"
+    cat "$kwok_dir/kustomize/stage/$f.yaml"
+  done >"$stages.tmp"
+  mv "$stages.tmp" "$stages"
+  echo "tools: wrote $stages"
+fi
+
+echo "tools: done in $((SECONDS - total)) s; binaries in $bin"
