@@ -17,6 +17,15 @@ API_VERSION = "v1alpha1"
 GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 
 
+def cel(*rules: tuple[str, str]) -> dict[str, Any]:
+    """CEL ``x-kubernetes-validations`` for a model's generated CRD schema: (rule, message).
+
+    They mirror the model's own validators so the API server rejects what pydantic rejects.
+    Rules read fields after CRD defaulting, so every field they name has a default.
+    """
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
 class Model(BaseModel):
     """Base of every spec model: camelCase on the wire, unknown keys rejected, immutable."""
 

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from controller.core.manifest import Model, ObjectMeta
+from controller.core.manifest import Model, ObjectMeta, cel
 
 
 class ExecutorBounds(Model):
     """How many executors the engine may ask for."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            ("self.min <= self.max", "min must be <= max"),
+            (
+                "!has(self.initial) || (self.min <= self.initial && self.initial <= self.max)",
+                "initial must be within [min, max]",
+            ),
+        )
+    )
 
     min: int = Field(
         default=1, ge=0, le=1000, description="Fewest executors (count). 0 allows scale-to-zero."
@@ -34,16 +44,19 @@ class ExecutorBounds(Model):
     @model_validator(mode="after")
     def _bounds(self) -> ExecutorBounds:
         if self.min > self.max:
-            raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+            raise ValueError(f"`min` ({self.min}) must be <= `max` ({self.max})")
         if self.initial is not None and not self.min <= self.initial <= self.max:
             raise ValueError(
-                f"initial ({self.initial}) must be within [min, max] = [{self.min}, {self.max}]"
+                f"`initial` ({self.initial}) must be within [`min`, `max`] = "
+                f"[{self.min}, {self.max}]"
             )
         return self
 
 
 class PartitionPolicy(Model):
     """State partitions of the stateful stage and when to repartition them."""
+
+    model_config = ConfigDict(json_schema_extra=cel(("self.min <= self.max", "min must be <= max")))
 
     min: int = Field(default=1, ge=1, le=4096, description="Fewest state partitions (count).")
     max: int = Field(
@@ -86,12 +99,18 @@ class PartitionPolicy(Model):
     @model_validator(mode="after")
     def _bounds(self) -> PartitionPolicy:
         if self.min > self.max:
-            raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+            raise ValueError(f"`min` ({self.min}) must be <= `max` ({self.max})")
         return self
 
 
 class UtilizationBand(Model):
     """Target busy fraction of the task slots, with a band inside which the engine holds."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            ("self.low < self.target && self.target < self.high", "low < target < high must hold")
+        )
+    )
 
     target: float = Field(
         default=0.7,
@@ -118,7 +137,7 @@ class UtilizationBand(Model):
     def _order(self) -> UtilizationBand:
         if not self.low < self.target < self.high:
             raise ValueError(
-                f"low ({self.low}) < target ({self.target}) < high ({self.high}) must hold"
+                f"`low` ({self.low}) < `target` ({self.target}) < `high` ({self.high}) must hold"
             )
         return self
 
@@ -146,6 +165,15 @@ class LagPolicy(Model):
 
 class TimingPolicy(Model):
     """When the engine looks, how much it trusts, and how long it waits between actions."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.staleAfterSeconds >= self.evaluationIntervalSeconds",
+                "staleAfterSeconds must be >= evaluationIntervalSeconds",
+            )
+        )
+    )
 
     evaluation_interval_seconds: float = Field(
         default=10.0, gt=0, le=3600, description="Evaluate every this many seconds (s)."
@@ -190,8 +218,8 @@ class TimingPolicy(Model):
     def _window(self) -> TimingPolicy:
         if self.stale_after_seconds < self.evaluation_interval_seconds:
             raise ValueError(
-                f"staleAfterSeconds ({self.stale_after_seconds}) must be >= "
-                f"evaluationIntervalSeconds ({self.evaluation_interval_seconds})"
+                f"`staleAfterSeconds` ({self.stale_after_seconds}) must be >= "
+                f"`evaluationIntervalSeconds` ({self.evaluation_interval_seconds})"
             )
         return self
 
@@ -250,6 +278,16 @@ class DiagnosisPolicy(Model):
 class ScalingPolicySpec(Model):
     """Everything the decision engine needs to know about what the user wants."""
 
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "!has(self.timing) || self.timing.scaleDownStabilizationSeconds == 0.0 || "
+                "self.timing.cooldownSeconds < self.timing.scaleDownStabilizationSeconds",
+                "timing.cooldownSeconds must be < timing.scaleDownStabilizationSeconds",
+            )
+        )
+    )
+
     mode: Literal["enforce", "recommend"] = Field(
         default="enforce",
         description="enforce: act. recommend: decide and report (logs, Events, status) but never "
@@ -267,8 +305,8 @@ class ScalingPolicySpec(Model):
     def _cross(self) -> ScalingPolicySpec:
         if self.timing.cooldown_seconds >= self.timing.scale_down_stabilization_seconds > 0:
             raise ValueError(
-                f"timing.cooldownSeconds ({self.timing.cooldown_seconds}) must be < "
-                f"timing.scaleDownStabilizationSeconds "
+                f"`timing.cooldownSeconds` ({self.timing.cooldown_seconds}) must be < "
+                f"`timing.scaleDownStabilizationSeconds` "
                 f"({self.timing.scale_down_stabilization_seconds})"
             )
         return self

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from controller.core.history import ScalingHistory
-from controller.core.manifest import Model, ObjectMeta
+from controller.core.manifest import Model, ObjectMeta, cel
 
 Name = Annotated[
     str,
@@ -234,7 +234,12 @@ class Trigger(Model):
 
 
 class Checkpoint(Model):
-    """Where the query keeps offsets, commits and state (RocksDB)."""
+    """Where the query keeps offsets, commits and state (RocksDB). Immutable: the state lives
+    there, and a job pointed elsewhere would silently start from nothing."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(("self.location == oldSelf.location", "location is immutable"))
+    )
 
     location: str = Field(min_length=1, description="Checkpoint directory (path or URI).")
 

@@ -1,0 +1,144 @@
+"""Reading StreamJob and ScalingPolicy manifests from YAML, with errors a person can act on.
+
+Every problem is reported as ``FILE: field.path (value) why``: the file, the camelCase field
+path as written in the YAML, the offending value and the reason. A YAML syntax error gives the
+line and column. Nothing here raises a bare traceback at the user.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from controller.core.policy import ScalingPolicy
+from controller.core.streamjob import StreamJob
+
+M = TypeVar("M", bound=BaseModel)
+
+_BACKTICK = re.compile(r"`([A-Za-z0-9_.]+)`")
+
+
+class ManifestError(Exception):
+    """A manifest that cannot be used; ``problems`` holds one line per error."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Parses one YAML document, naming the line and column of a syntax error."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ManifestError(str(p), [f"{p}: cannot read ({e.strerror})"]) from None
+    return parse_yaml(text, str(p))
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parses YAML text; ``source`` names it in errors."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        what = e.problem or e.context or "invalid YAML"
+        raise ManifestError(source, [f"{source}{where}: YAML syntax error: {what}"]) from None
+    except yaml.YAMLError as e:
+        raise ManifestError(source, [f"{source}: YAML error: {e}"]) from None
+
+
+def validate(model: type[M], data: Any, source: str) -> M:
+    """Validates ``data`` against ``model``; every error becomes one readable line."""
+    if not isinstance(data, dict):
+        kind = model.__name__
+        raise ManifestError(source, [f"{source}: expected a {kind} mapping, got {_show(data)}"])
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ManifestError(source, [_line(source, model, err) for err in e.errors()]) from None
+
+
+def load_policy(path: str | Path) -> ScalingPolicy:
+    """A ScalingPolicy manifest from a file."""
+    return validate(ScalingPolicy, read_yaml(path), str(path))
+
+
+def load_job(path: str | Path) -> StreamJob:
+    """A StreamJob manifest from a file."""
+    return validate(StreamJob, read_yaml(path), str(path))
+
+
+def _line(source: str, model: type[BaseModel], err: Any) -> str:
+    loc = [str(p) for p in err["loc"] if not _is_union_tag(p)]
+    path = ".".join(loc) or "(top level)"
+    kind, msg, value = err["type"], err["msg"], err.get("input")
+    if kind == "extra_forbidden":
+        known = _known_fields(model, err["loc"][:-1])
+        hint = ""
+        close = difflib.get_close_matches(loc[-1], known, n=1) if known else []
+        if close:
+            hint = f" (did you mean {'.'.join([*loc[:-1], close[0]])}?)"
+        elif known:
+            hint = f" (known here: {', '.join(sorted(known))})"
+        return f"{source}: {path}: unknown field{hint}"
+    if kind == "missing":
+        return f"{source}: {path}: required field is missing"
+    if kind == "value_error":
+        text = msg.removeprefix("Value error, ")
+        prefix = ".".join(loc)
+        if _BACKTICK.search(text):
+            return f"{source}: " + _BACKTICK.sub(
+                lambda m: f"{prefix}.{m.group(1)}" if prefix else m.group(1), text
+            )
+        return f"{source}: {path}: {text}"
+    return f"{source}: {path} ({_show(value)}): {msg}"
+
+
+def _is_union_tag(part: object) -> bool:
+    """Pydantic adds the discriminator value or the union member name to error paths."""
+    return isinstance(part, str) and (
+        part[:1].isupper() or part in {"burst", "files", "kafka"} or "[" in part
+    )
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _known_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Wire names of the fields valid at ``loc`` (best effort; [] if it cannot tell)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int) or _is_union_tag(part):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        field = next(
+            (f for n, f in current.model_fields.items() if (f.alias or n) == part or n == part),
+            None,
+        )
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or n for n, f in current.model_fields.items()]
+    return []
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
