@@ -27,6 +27,10 @@ from controller.core.snapshot import MetricsSnapshot
 
 _RESTARTING_ACTIONS = (Action.REPARTITION.value, Action.RECOVER.value)
 
+_WORTHWHILE_SHARE = 0.9
+"""When no size reaches the target, take the least one giving this share of the best capacity:
+beyond it, each extra executor buys almost nothing (a partition cap binds)."""
+
 
 @dataclass(frozen=True)
 class _Inputs:
@@ -210,11 +214,16 @@ class _Plan:
 
 
 def _partitions_for(x: _Inputs, model: CapacityModel, executors: int) -> int | None:
+    """State partitions after a restart at ``executors``: the current count if it already gives
+    every slot a partition (then the restart only re-spreads state), else per_slot per slot."""
     p = x.policy.partitions
-    if model.current_partitions is None:
+    cur = model.current_partitions
+    if cur is None:
         return None
-    want = executors * model.cores_per_executor * p.per_slot
-    return min(max(want, p.min), p.max)
+    slots = executors * model.cores_per_executor
+    if cur >= slots:
+        return cur
+    return min(max(slots * p.per_slot, p.min), p.max)
 
 
 def _repartition_downtime(x: _Inputs) -> float | None:
@@ -285,9 +294,11 @@ def _best_effort(
         options += [Layout(n, _partitions_for(x, model, n), True) for n in range(lo, hi + 1)]
     best = max(model.capacity(o) for o in options)
     chosen = min(
-        (o for o in options if model.capacity(o) >= 0.99 * best),
+        (o for o in options if model.capacity(o) >= _WORTHWHILE_SHARE * best),
         key=lambda o: (o.executors, o.restart),
     )
+    if model.overhead_share() >= pol.utilization.target:
+        chosen = Layout(model.current_executors, model.current_partitions, restart=False)
     cap = model.capacity(chosen, pol.utilization.target)
     stage = model.binding_stage(chosen)
     if model.overhead_share() >= pol.utilization.target:
@@ -390,10 +401,16 @@ def _scale_out(
     need = f"need {sizing.required_rate or 0:,.0f} records/s (busy {util:.0%} now)"
     if plan.layout.restart and partitions is not None:
         action, reason = Action.REPARTITION, Reason.REPARTITION_OUT
-        move = (
-            f"repartition state {model.current_partitions} -> {partitions} and run {target} "
-            f"executor(s) (est. {plan.downtime:.0f} s down)"
-        )
+        if partitions == model.current_partitions:
+            move = (
+                f"scale out {n_cur} -> {target} executors and restart at a batch boundary so "
+                f"state spreads over them (est. {plan.downtime:.0f} s down)"
+            )
+        else:
+            move = (
+                f"repartition state {model.current_partitions} -> {partitions} and run {target} "
+                f"executor(s) (est. {plan.downtime:.0f} s down)"
+            )
     else:
         action, reason = Action.SCALE, Reason.SCALE_OUT
         move = f"scale out {n_cur} -> {target} executors"

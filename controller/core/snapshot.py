@@ -21,8 +21,12 @@ StageKind = Literal["source", "stateless", "stateful", "sink"]
 
 
 def _finite_or_none(v: object) -> object:
-    """NaN and +/-Inf from a metrics backend are unknown, not numbers."""
+    """NaN, +/-Inf and negative readings from a metrics backend are unknown, not numbers."""
+    if isinstance(v, bool):
+        return v
     if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, int | float) and v < 0:
         return None
     return v
 
@@ -114,7 +118,9 @@ class MetricsSnapshot(Model):
     memory_used_ratio: float | None = Field(
         default=None, ge=0, description="Executor storage+execution memory in use / available."
     )
-    last_committed_batch: int | None = Field(default=None, ge=-1)
+    last_committed_batch: int | None = Field(
+        default=None, ge=0, description="Newest committed batch id."
+    )
 
     _finite = field_validator("*", mode="before")(_finite_or_none)
 

@@ -1,0 +1,283 @@
+"""decide(): table tests, one named case per row — policy / history / observed / expected."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from controller.core import (
+    Action,
+    BottleneckKind,
+    HistoryEntry,
+    MetricsSnapshot,
+    Reason,
+    ScalingHistory,
+    ScalingPolicySpec,
+    StageMetrics,
+    decide,
+    record,
+)
+from tests.unit.core.factories import NOW, history, snapshot
+
+
+def policy(**spec: Any) -> ScalingPolicySpec:
+    return ScalingPolicySpec.model_validate(spec)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    observed: MetricsSnapshot
+    expected: tuple[Action, Reason, int | None, int | None]
+    policy: ScalingPolicySpec = field(default_factory=ScalingPolicySpec)
+    history: ScalingHistory = field(default_factory=ScalingHistory)
+    diagnosis: BottleneckKind | None = None
+    message_has: str = ""
+
+
+def _stateless_heavy(**kw: Any) -> MetricsSnapshot:
+    rows = 270_000.0
+    stages = (
+        StageMetrics(
+            name="parse", kind="source", partitions=8, rows=rows, busy_seconds=rows * 9e-5
+        ),
+        StageMetrics(
+            name="counts",
+            kind="stateful",
+            partitions=8,
+            rows=rows,
+            busy_seconds=rows * 1e-5,
+            state_bytes=5e7,
+        ),
+    )
+    return snapshot(stages=stages, **kw)
+
+
+def _contended(*, arrival: float, executors: int, processed: float) -> MetricsSnapshot:
+    """Every slot busy all window, yet only ``processed`` records/s: CPU contention."""
+    rows = processed * 30
+    stages = (
+        StageMetrics(
+            name="parse", kind="source", partitions=8, rows=rows, busy_seconds=30.0 * executors
+        ),
+    )
+    return snapshot(
+        arrival=arrival,
+        executors=executors,
+        backlog=200_000,
+        age=20,
+        processed_rate=processed,
+        stages=stages,
+    )
+
+
+HOLD, SCALE, REPART, RECOVER = Action.HOLD, Action.SCALE, Action.REPARTITION, Action.RECOVER
+
+CASES = [
+    Case("within band holds", snapshot(), (HOLD, Reason.WITHIN_BAND, None, None)),
+    Case(
+        "stateless bottleneck scales out in place, one step",
+        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
+        (SCALE, Reason.SCALE_OUT, 3, None),
+        diagnosis=BottleneckKind.TASK_SLOTS,
+    ),
+    Case(
+        "stateful stage at its partition cap repartitions (the SEEP move)",
+        snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
+        (REPART, Reason.REPARTITION_OUT, 5, 5),
+        diagnosis=BottleneckKind.STATE_PARTITIONS,
+        message_has="repartition state 2 -> 5",
+    ),
+    Case(
+        "stateful stage with spare partitions restarts to spread state",
+        snapshot(arrival=20_000, executors=2, partitions=8, backlog=100_000, age=10),
+        (REPART, Reason.REPARTITION_OUT, 5, 8),
+        message_has="restart at a batch boundary",
+    ),
+    Case(
+        "over-provisioned job scales in",
+        snapshot(arrival=2_000, executors=4, partitions=4),
+        (SCALE, Reason.SCALE_IN, 1, None),
+    ),
+    Case(
+        "scale-in goes only to the highest recent recommendation",
+        snapshot(arrival=2_000, executors=4, partitions=4),
+        (SCALE, Reason.SCALE_IN, 3, None),
+        history=history((60, "recommendation", 3)),
+    ),
+    Case(
+        "scale-in deferred while a recent recommendation needs the capacity",
+        snapshot(arrival=2_000, executors=4, partitions=4),
+        (HOLD, Reason.SCALE_DOWN_DEFERRED, None, None),
+        history=history((60, "recommendation", 4)),
+    ),
+    Case(
+        "no scale-in while catching up",
+        snapshot(arrival=2_000, executors=4, partitions=4, backlog=10_000, age=20),
+        (HOLD, Reason.CATCHING_UP, None, None),
+    ),
+    Case(
+        "cooldown after an action holds a scale-out",
+        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
+        (HOLD, Reason.COOLDOWN, None, None),
+        history=history((10, "action", 1)),
+    ),
+    Case(
+        "at the policy's max, hold and say so",
+        _stateless_heavy(arrival=30_000, executors=2, backlog=50_000, age=10),
+        (HOLD, Reason.AT_MAX, None, None),
+        policy=policy(executors={"min": 1, "max": 2}),
+        message_has="max 2",
+    ),
+    Case(
+        "fixed driver overhead dominates: executors cannot help",
+        snapshot(arrival=5_000, overhead_seconds=0.8),
+        (HOLD, Reason.DRIVER_OVERHEAD_BOUND, None, None),
+        diagnosis=BottleneckKind.DRIVER_OVERHEAD,
+        message_has="longer trigger",
+    ),
+    Case(
+        "read stage at its source-partition cap: suggest more partitions",
+        _stateless_heavy(arrival=40_000, executors=2, source_partitions=2, backlog=1e5, age=10),
+        (HOLD, Reason.SOURCE_PARTITION_BOUND, None, None),
+        diagnosis=BottleneckKind.SOURCE_PARTITIONS,
+        message_has="minPartitions",
+    ),
+    Case(
+        "repartition disabled: in-place help for the stateless stage, and the cap is named",
+        snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
+        (SCALE, Reason.SCALE_OUT, 5, None),
+        policy=policy(partitions={"repartition": False}),
+        message_has="repartition is disabled",
+    ),
+    Case(
+        "unknown state size: no repartition, and the message says why",
+        snapshot(
+            arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10, state_bytes=None
+        ),
+        (SCALE, Reason.SCALE_OUT, 5, None),
+        message_has="state size is unknown",
+    ),
+    Case(
+        "recommend mode decides but does not act",
+        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
+        (SCALE, Reason.SCALE_OUT, 3, None),
+        policy=policy(mode="recommend"),
+    ),
+    Case(
+        "ineffective scale-out is blocked (Dhalion's blacklist)",
+        _contended(arrival=20_000, executors=3, processed=9_500),
+        (HOLD, Reason.BLOCKED_INEFFECTIVE, None, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 60,
+                    kind="action",
+                    action="scale",
+                    executors=3,
+                    rate_before=9_000,
+                    expected_rate=20_000,
+                ),
+            )
+        ),
+    ),
+    Case(
+        "driver down: recover from the checkpoint, sized to catch up",
+        snapshot(arrival=10_000, executors=2, driver_up=False, backlog=300_000, age=30),
+        (RECOVER, Reason.RECOVER_FAILURE, 3, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000
+                ),
+            )
+        ),
+        diagnosis=BottleneckKind.FAILURE,
+        message_has="drain",
+    ),
+    Case(
+        "stalled job (no commit for long while data waits) is a failure",
+        snapshot(arrival=5_000, seconds_since_progress=300, backlog=1e6, age=300),
+        (RECOVER, Reason.RECOVER_FAILURE, 1, None),
+        diagnosis=BottleneckKind.FAILURE,
+    ),
+    Case(
+        "a repartition in flight is waited for, not mistaken for a failure",
+        snapshot(arrival=5_000, driver_up=False, seconds_since_progress=20),
+        (HOLD, Reason.ACTION_IN_PROGRESS, None, None),
+        history=ScalingHistory(
+            entries=(HistoryEntry(time=NOW - 15, kind="action", action="repartition", executors=2),)
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_decide(case: Case) -> None:
+    d = decide(case.observed, case.policy, case.history, NOW)
+    assert (d.action, d.reason, d.target_executors, d.target_partitions) == case.expected, d.message
+    assert d.message, "every decision explains itself"
+    assert d.enforced is (case.policy.mode == "enforce")
+    if case.diagnosis is not None:
+        assert d.diagnosis.kind == case.diagnosis, d.diagnosis.evidence
+    if case.message_has:
+        assert case.message_has in d.message
+
+
+HOSTILE = [
+    ("empty snapshot", MetricsSnapshot(job="j"), Reason.NO_METRICS),
+    ("NaN arrival rate", snapshot(arrival=float("nan")), Reason.NO_METRICS),
+    ("+Inf arrival rate", snapshot(arrival=float("inf")), Reason.NO_METRICS),
+    ("negative arrival rate", snapshot(arrival=-5.0), Reason.NO_METRICS),
+    ("executors unknown", snapshot(executors=None), Reason.NO_METRICS),
+    ("stale metrics", snapshot(observed_at=NOW - 600), Reason.STALE_METRICS),
+    ("one batch only", snapshot(batches=1), Reason.INSUFFICIENT_DATA),
+    (
+        "no per-stage series and no batch durations",
+        snapshot(stages=(), batch_duration_seconds=None),
+        Reason.INSUFFICIENT_DATA,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "observed", "reason"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_metrics_hold(name: str, observed: MetricsSnapshot, reason: Reason) -> None:
+    d = decide(observed, ScalingPolicySpec(), ScalingHistory(), NOW)
+    assert d.action is Action.HOLD
+    assert d.reason is reason
+    assert "hold" in d.message or "need" in d.message or "no " in d.message
+
+
+def test_missing_stage_series_falls_back_to_batch_durations() -> None:
+    d = decide(
+        snapshot(arrival=20_000, stages=(), batch_duration_seconds=0.95, backlog=1e5, age=10),
+        ScalingPolicySpec(),
+        ScalingHistory(),
+        NOW,
+    )
+    assert d.action is Action.SCALE and (d.target_executors or 0) > 1
+
+
+def test_one_action_per_load_change_then_holds() -> None:
+    """After the sized scale-out takes effect, the engine holds (DS2's one-step property)."""
+    pol = ScalingPolicySpec()
+    before = _stateless_heavy(arrival=12_000, backlog=50_000, age=10)
+    d = decide(before, pol, ScalingHistory(), NOW)
+    assert d.action is Action.SCALE
+    h = record(ScalingHistory(), d, NOW, rate_before=before.processed_rate)
+    later = NOW + 60
+    after = _stateless_heavy(arrival=12_000, executors=d.target_executors, observed_at=later)
+    d2 = decide(after, pol, h, later)
+    assert d2.action is Action.HOLD, d2.message
+
+
+def test_record_keeps_recommendations_actions_and_blocks() -> None:
+    pol = ScalingPolicySpec()
+    d = decide(_stateless_heavy(arrival=12_000, backlog=50_000, age=10), pol, ScalingHistory(), NOW)
+    h = record(ScalingHistory(), d, NOW, rate_before=9_000)
+    kinds = [e.kind for e in h.entries]
+    assert kinds == ["recommendation", "action"]
+    assert h.last_action() is not None and h.last_action().executors == 3  # type: ignore[union-attr]
+    assert h.entries[1].expected_rate and h.entries[1].expected_rate > 9_000
