@@ -1,0 +1,411 @@
+"""The autoscalers we compare against, each with its published defaults.
+
+Each baseline is a pure rule (a function of what it observes and its own remembered state,
+unit-tested on hand-computed cases) wrapped in a small class the loop ticks. Every baseline reads
+the same :class:`MetricsSnapshot` the engine reads, over its own window. They scale the executor
+count in place; only ``flink`` restarts the job to change parallelism, and it alone changes the
+state partitions (Flink redistributes key groups on rescale). Sources in docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from controller.core.policy import ScalingPolicySpec
+from controller.core.snapshot import MetricsSnapshot
+from controller.simulator.model import JobModel
+
+
+@dataclass(frozen=True)
+class Command:
+    """What an autoscaler asks of the job."""
+
+    action: Literal["scale", "restart", "recover"]
+    executors: int
+    partitions: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What an autoscaler sees at a tick: the metrics snapshot over its window, and the
+    executors' CPU usage over that window (for CPU-based rules; None when unknown)."""
+
+    snapshot: MetricsSnapshot
+    cpu_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Current:
+    """What an autoscaler knows of the job besides the metrics: what it last set."""
+
+    executors: int
+    partitions: int
+
+
+class Autoscaler(Protocol):
+    name: str
+    interval: float
+    window: float
+    auto_recover: bool
+
+    def tick(self, obs: Observation, now: float, cur: Current) -> Command | None: ...
+
+
+def round_half_up(x: float) -> int:
+    """Scala/Java ``math.round``: halves round up (Python's round() rounds them to even)."""
+    return math.floor(x + 0.5)
+
+
+def clamp(n: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, n))
+
+
+# --- static --------------------------------------------------------------------------------
+
+
+@dataclass
+class Static:
+    """Fixed executors, never changed."""
+
+    name: str = "static"
+    interval: float = math.inf
+    window: float = 30.0
+    auto_recover: bool = True
+
+    def tick(self, obs: Observation, now: float, cur: Current) -> Command | None:
+        return None
+
+
+# --- Kubernetes HPA ------------------------------------------------------------------------
+
+
+def hpa_recommend(busy_cores: float, ready: int, current: int, target: float, tol: float) -> int:
+    """HPA's replica calculator on CPU utilization.
+
+    ``usageRatio = utilization / target``; within ``1 ± tol`` keep ``current``; otherwise
+    ``ceil(usageRatio * ready)``, which equals ``ceil(busy_cores / target)`` (starting pods count as
+    0% busy when scaling up, so they do not change the answer).
+    """
+    if ready <= 0:
+        return current
+    ratio = busy_cores / ready / target
+    if abs(ratio - 1.0) <= tol:
+        return current
+    return math.ceil(busy_cores / target - 1e-9)
+
+
+def hpa_stabilize(
+    rec: int, current: int, window_recs: list[int], up_recs: list[int] | None = None
+) -> int:
+    """HPA behaviour: scale-down to the max recommendation in the stabilization window, scale-up
+    to the min in the scale-up window (0 s by default: just ``rec``)."""
+    down = max([*window_recs, rec])
+    up = min([*(up_recs or []), rec])
+    if current < up:
+        return up
+    if current > down:
+        return down
+    return current
+
+
+def hpa_rate_limit(desired: int, current: int) -> int:
+    """Default HPA scale-up policies: at most +100% or +4 pods per period, whichever is more."""
+    return min(desired, max(2 * current, current + 4))
+
+
+@dataclass
+class Hpa:
+    """Kubernetes HPA on CPU: target 70% (a common setting; HPA has no default target), 10%
+    tolerance, 300 s scale-down stabilization, 15 s sync period."""
+
+    min_executors: int
+    max_executors: int
+    target: float = 0.7
+    tolerance: float = 0.1
+    stabilization: float = 300.0
+    name: str = "hpa"
+    interval: float = 15.0
+    window: float = 15.0
+    auto_recover: bool = True
+    recs: list[tuple[float, int]] = field(default_factory=list)
+
+    def tick(self, obs: Observation, now: float, cur: Current) -> Command | None:
+        snap = obs.snapshot
+        busy = obs.cpu_seconds
+        if busy is None or not snap.executors or snap.window_seconds is None:
+            return None  # missing metrics: HPA skips the pod, never reads it as zero
+        # CPU utilization is usage over the pod's request (all its cores): work in executors
+        used = busy / snap.window_seconds / (snap.cores_per_executor or 1)
+        rec = hpa_recommend(used, snap.executors, cur.executors, self.target, self.tolerance)
+        rec = clamp(rec, *self._bounds())
+        self.recs = [(t, r) for t, r in self.recs if t > now - self.stabilization]
+        desired = hpa_stabilize(rec, cur.executors, [r for _, r in self.recs])
+        self.recs.append((now, rec))
+        desired = clamp(hpa_rate_limit(desired, cur.executors), *self._bounds())
+        if desired == cur.executors:
+            return None
+        return Command("scale", desired, reason=f"cpu {used / snap.executors:.2f} vs {self.target}")
+
+    def _bounds(self) -> tuple[int, int]:
+        return self.min_executors, self.max_executors
+
+
+# --- Spark DStream dynamic allocation ------------------------------------------------------
+
+
+def dstream_target(
+    avg_batch_seconds: float,
+    interval: float,
+    live: int,
+    lo: int,
+    hi: int,
+    up: float = 0.9,
+    down: float = 0.3,
+) -> int:
+    """Spark's ``streaming.scheduler.ExecutorAllocationManager.manageAllocation``.
+
+    ``ratio = avg batch processing time / batch interval``; ``ratio >= up``: request
+    ``max(round(ratio), 1)`` executors over the registered ones (bounded by max, min); ``ratio <=
+    down``: kill one executor if more than min are registered.
+    """
+    ratio = avg_batch_seconds / interval
+    if ratio >= up:
+        return max(min(hi, live + max(round_half_up(ratio), 1)), lo)
+    if ratio <= down and live > lo:
+        return live - 1
+    return live
+
+
+@dataclass
+class DStream:
+    """``spark.streaming.dynamicAllocation.*``: scalingUpRatio 0.9, scalingDownRatio 0.3,
+    scalingInterval 60 s; ratio of the average batch processing time to the batch interval."""
+
+    min_executors: int
+    max_executors: int
+    up: float = 0.9
+    down: float = 0.3
+    name: str = "dstream"
+    interval: float = 60.0
+    window: float = 60.0
+    auto_recover: bool = True
+
+    def tick(self, obs: Observation, now: float, cur: Current) -> Command | None:
+        snap = obs.snapshot
+        if not snap.batches or snap.batch_duration_seconds is None:
+            return None  # no completed batch since the last tick: Spark does nothing
+        trig = snap.trigger_interval_seconds or 1.0
+        live = snap.executors or 0
+        n = dstream_target(
+            snap.batch_duration_seconds,
+            trig,
+            live,
+            self.min_executors,
+            self.max_executors,
+            self.up,
+            self.down,
+        )
+        if n == live or n == cur.executors:
+            return None
+        ratio = snap.batch_duration_seconds / trig
+        return Command("scale", n, reason=f"batch/interval {ratio:.2f}")
+
+
+# --- Flink Kubernetes Operator autoscaler --------------------------------------------------
+
+
+def align_up(p: int, divisor_of: int, upper: int) -> int:
+    """Flink's alignment: the smallest q >= p (up to ``upper``) dividing ``divisor_of``."""
+    for q in range(max(p, 1), max(upper, 1) + 1):
+        if divisor_of % q == 0:
+            return q
+    return max(1, min(p, upper))
+
+
+def flink_target_capacity(
+    input_rate: float,
+    lag_records: float,
+    util: float,
+    catch_up: float,
+    restart: float,
+    with_restart: bool,
+) -> float:
+    """``AutoScalerUtils.getTargetProcessingCapacity``: lag / catch-up + input x restart /
+    catch-up (when ``with_restart``) + input / utilization."""
+    lag_rate = lag_records / catch_up if catch_up > 0 else 0.0
+    restart_rate = input_rate * restart / catch_up if with_restart and catch_up > 0 else 0.0
+    return round_half_up(lag_rate + restart_rate + input_rate / max(util, 1e-9))
+
+
+@dataclass(frozen=True)
+class FlinkVertex:
+    """One vertex as Flink sees it: its rows and busy time over the window, its parallelism."""
+
+    rows: float
+    busy_seconds: float
+    parallelism: int
+    max_parallelism: int
+    align_to: int
+
+
+def flink_vertex_parallelism(
+    v: FlinkVertex,
+    input_rate: float,
+    lag: float,
+    *,
+    target: float,
+    boundary: float,
+    catch_up: float,
+    restart: float,
+    max_down_factor: float,
+) -> tuple[int, bool]:
+    """(new parallelism, outside the utilization band) for one vertex (``JobVertexScaler``).
+
+    True processing rate = rows x parallelism / busy time (rows per second of busy time, times
+    the subtasks). Scale when it is below the capacity needed at ``target + boundary`` or above
+    the capacity needed at ``target - boundary`` (with the restart term). New parallelism =
+    ceil(parallelism x target capacity / true rate), no lower than (1 - max_down_factor) x
+    parallelism, aligned up to a divisor of the key groups / source partitions.
+    """
+    true_rate = v.rows * v.parallelism / v.busy_seconds
+    up_thr = flink_target_capacity(input_rate, lag, target + boundary, catch_up, restart, False)
+    down_thr = flink_target_capacity(input_rate, lag, target - boundary, catch_up, restart, True)
+    outside = true_rate < up_thr or true_rate > down_thr
+    cap = flink_target_capacity(input_rate, lag, target, catch_up, restart, True)
+    p = math.ceil(v.parallelism * cap / true_rate - 1e-9)
+    p = max(p, math.ceil(v.parallelism * (1 - max_down_factor)), 1)
+    return align_up(min(p, v.max_parallelism), v.align_to, v.max_parallelism), outside
+
+
+@dataclass
+class Flink:
+    """Flink Kubernetes Operator autoscaler rule: target utilization 0.7, boundary 0.3, catch-up
+    and restart terms, scale-down deferred over job.autoscaler.scale-down.interval (1 h) using the
+    max recommendation, max scale-down factor 0.6, parallelism aligned to source partitions /
+    key groups (128); every rescale restarts the job and redistributes its state."""
+
+    min_executors: int
+    max_executors: int
+    max_partitions: int
+    catch_up: float
+    restart_time: float
+    stabilization: float
+    target: float = 0.7
+    boundary: float = 0.3
+    scale_down_interval: float = 3600.0
+    max_down_factor: float = 0.6
+    key_groups: int = 128
+    name: str = "flink"
+    interval: float = 10.0
+    window: float = 30.0
+    auto_recover: bool = True
+    blocked_until: float = 0.0
+    down_since: float | None = None
+    down_max: tuple[int, int] = (0, 0)
+
+    def tick(self, obs: Observation, now: float, cur: Current) -> Command | None:
+        snap = obs.snapshot
+        if now < self.blocked_until or not snap.driver_up or not snap.batches:
+            return None
+        if snap.window_seconds is None or snap.arrival_rate is None or not snap.stages:
+            return None
+        rate, lag = snap.arrival_rate, snap.backlog_records or 0.0
+        slots = (snap.executors or 0) * (snap.cores_per_executor or 1)
+        wanted, outside = {}, False
+        for s in snap.stages:
+            if not s.rows or not s.busy_seconds or not s.partitions:
+                return None
+            stateful = s.kind == "stateful"
+            par = s.partitions if stateful else min(slots, s.partitions)
+            v = FlinkVertex(
+                s.rows,
+                s.busy_seconds,
+                max(par, 1),
+                self.max_partitions if stateful else s.partitions,
+                self.key_groups if stateful else s.partitions,
+            )
+            p, out = flink_vertex_parallelism(
+                v,
+                rate,
+                lag,
+                target=self.target,
+                boundary=self.boundary,
+                catch_up=self.catch_up,
+                restart=self.restart_time,
+                max_down_factor=self.max_down_factor,
+            )
+            wanted[s.kind if stateful else s.name] = p
+            outside = outside or out
+        partitions = wanted.get("stateful", cur.partitions)
+        executors = clamp(max(wanted.values()), self.min_executors, self.max_executors)
+        if not outside or (executors, partitions) == (cur.executors, cur.partitions):
+            self.down_since = None
+            return None
+        if executors < cur.executors or partitions < cur.partitions:
+            if self.down_since is None:
+                self.down_since, self.down_max = now, (executors, partitions)
+            self.down_max = (max(self.down_max[0], executors), max(self.down_max[1], partitions))
+            if now < self.down_since + self.scale_down_interval:
+                return None
+            executors, partitions = self.down_max
+            self.down_since = None
+        self.blocked_until = now + self.restart_time + self.stabilization + self.window
+        return Command("restart", executors, partitions, reason="flink rescale")
+
+
+# --- construction --------------------------------------------------------------------------
+
+BASELINES = ("static", "static-mean", "static-peak", "hpa", "dstream", "flink")
+
+
+def initial_executors(model: JobModel, policy: ScalingPolicySpec) -> int:
+    """What every autoscaler starts with: the policy's initial count, else the job's own
+    within the policy bounds."""
+    if policy.executors.initial is not None:
+        return policy.executors.initial
+    return clamp(model.initial_executors, policy.executors.min, policy.executors.max)
+
+
+def executors_for(rate: float, model: JobModel, policy: ScalingPolicySpec) -> int:
+    """Fewest executors that sustain ``rate`` at the trigger with state spread over them."""
+    for n in range(max(policy.executors.min, 1), policy.executors.max + 1):
+        parts = clamp(n * model.cores_per_executor, policy.partitions.min, policy.partitions.max)
+        if model.sustainable_rate(n, parts) >= rate:
+            return n
+    return policy.executors.max
+
+
+def make_baseline(
+    name: str, model: JobModel, policy: ScalingPolicySpec, mean_rate: float, peak_rate: float
+) -> tuple[Autoscaler, int, int]:
+    """(autoscaler, initial executors, initial state partitions) for a baseline name."""
+    lo, hi = policy.executors.min, policy.executors.max
+    n0, p0 = initial_executors(model, policy), model.state_partitions
+    if name in ("static-mean", "static-peak"):
+        n = executors_for(mean_rate if name == "static-mean" else peak_rate, model, policy)
+        parts = clamp(n * model.cores_per_executor, policy.partitions.min, policy.partitions.max)
+        return Static(name=name), n, parts
+    if name == "static":
+        return Static(), n0, p0
+    if name == "hpa":
+        return Hpa(lo, hi), n0, p0
+    if name == "dstream":
+        return DStream(lo, hi), n0, p0
+    if name == "flink":
+        t = policy.timing
+        restart = model.repartition_seconds(0.0, True)
+        flink = Flink(
+            lo,
+            hi,
+            policy.partitions.max,
+            catch_up=policy.lag.catch_up_seconds,
+            restart_time=restart,
+            stabilization=t.cooldown_seconds,
+            interval=t.evaluation_interval_seconds,
+            window=t.window_seconds,
+        )
+        return flink, n0, p0
+    raise ValueError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")

@@ -1,0 +1,76 @@
+"""Run our engine and baselines on one trace and summarize each (used by the CLI and bench)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.policy import ScalingPolicySpec
+from controller.core.trace import Trace
+from controller.simulator import oracle as oracle_mod
+from controller.simulator.baselines import BASELINES, Autoscaler, make_baseline
+from controller.simulator.loop import EngineAutoscaler, RunResult, run
+from controller.simulator.model import JobModel
+from controller.simulator.report import oracle_summary, summarize
+
+ALL = ("engine", *BASELINES, "oracle")
+
+
+@dataclass
+class Comparison:
+    """Summaries by autoscaler name, and the runs behind them (the oracle has no run)."""
+
+    summaries: dict[str, dict[str, Any]]
+    runs: dict[str, RunResult]
+    oracle: oracle_mod.OracleResult
+
+
+def expand(baseline: str | None) -> list[str]:
+    """Autoscaler names to run for a --baseline value: always our engine first."""
+    if baseline is None:
+        return ["engine"]
+    if baseline == "all":
+        return list(ALL)
+    names = [b.strip() for b in baseline.split(",") if b.strip()]
+    for b in names:
+        if b not in ALL or b == "engine":
+            raise ValueError(
+                f"--baseline {b!r}: choose static, static-mean, static-peak, hpa, dstream, flink, "
+                "oracle or all"
+            )
+    return ["engine", *[b for b in names if b != "engine"]]
+
+
+def compare(
+    trace: Trace,
+    model: JobModel,
+    policy: ScalingPolicySpec,
+    names: list[str],
+    *,
+    duration: float | None = None,
+    chaos: list[float] | None = None,
+    engine: Autoscaler | None = None,
+) -> Comparison:
+    """Runs each named autoscaler on the same trace, model and policy."""
+    horizon = duration or trace.duration
+    unit = model.load_unit_rate
+    rates = trace.scaled(unit)
+    best = oracle_mod.solve(trace, model, policy, horizon)
+    summaries: dict[str, dict[str, Any]] = {}
+    runs: dict[str, RunResult] = {}
+    for name in names:
+        if name == "oracle":
+            summaries[name] = oracle_summary(best, trace, policy, unit, horizon)
+            continue
+        if name == "engine":
+            scaler: Autoscaler = engine or EngineAutoscaler(policy)
+            start = None
+        else:
+            scaler, n0, p0 = make_baseline(
+                name, model, policy, rates.mean(horizon), rates.peak(horizon)
+            )
+            start = (n0, p0)
+        res = run(trace, model, policy, scaler, duration=horizon, chaos=chaos, start=start)
+        runs[name] = res
+        summaries[name] = summarize(res, trace, policy, best, unit)
+    return Comparison(summaries, runs, best)

@@ -1,0 +1,199 @@
+"""The closed loop: a simulated job, an autoscaler ticking on its interval, a timeline.
+
+Our engine plugs in through :class:`EngineAutoscaler`, which calls the same
+``controller.core.decide`` and ``record`` as production and carries out a decision only when it
+``acts`` (enforce mode, not hold).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from controller.core import Action, ScalingHistory, ScalingPolicySpec, Trace, decide, record
+from controller.simulator.baselines import (
+    Autoscaler,
+    Command,
+    Current,
+    Observation,
+    initial_executors,
+)
+from controller.simulator.job import SimulatedJob
+from controller.simulator.metrics import EPOCH, Noise, build_snapshot, cpu_seconds
+from controller.simulator.model import JobModel
+
+
+class ChaosError(ValueError):
+    """A --chaos spec that cannot be parsed."""
+
+
+def parse_chaos(spec: str | None) -> list[float]:
+    """Driver-failure times from ``kill-driver@T[,kill-driver@T...]`` (s)."""
+    if not spec:
+        return []
+    times = []
+    for part in spec.split(","):
+        kind, _, at = part.strip().partition("@")
+        if kind != "kill-driver":
+            raise ChaosError(f"--chaos {part!r}: only kill-driver@SECONDS is supported")
+        try:
+            t = float(at)
+        except ValueError:
+            raise ChaosError(f"--chaos {part!r}: {at!r} is not a number of seconds") from None
+        if not math.isfinite(t) or t < 0:
+            raise ChaosError(f"--chaos {part!r}: the time must be >= 0")
+        times.append(t)
+    return sorted(times)
+
+
+@dataclass
+class EngineAutoscaler:
+    """``controller.core.decide`` on the simulated job's snapshot, with its durable history."""
+
+    policy: ScalingPolicySpec
+    name: str = "engine"
+    auto_recover: bool = False
+    history: ScalingHistory = field(default_factory=ScalingHistory)
+    last_reason: str = ""
+
+    @property
+    def interval(self) -> float:
+        return self.policy.timing.evaluation_interval_seconds
+
+    @property
+    def window(self) -> float:
+        return self.policy.timing.window_seconds
+
+    def tick(self, obs: Observation, now: float, cur: Current) -> Command | None:
+        snap = obs.snapshot
+        wall = EPOCH + now
+        d = decide(snap, self.policy, self.history, wall)
+        self.history = record(self.history, d, wall, rate_before=snap.processed_rate)
+        self.last_reason = d.reason.value
+        if not d.acts:
+            return None
+        executors = d.target_executors if d.target_executors is not None else cur.executors
+        parts = d.target_partitions if d.target_partitions is not None else cur.partitions
+        kind = {Action.SCALE: "scale", Action.REPARTITION: "restart", Action.RECOVER: "recover"}
+        return Command(kind[d.action], executors, parts, reason=d.reason.value)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timeline row (every ``sample_seconds``)."""
+
+    t: float
+    input_rate: float
+    processed_rate: float
+    backlog_records: float
+    lag_seconds: float
+    executors: int
+    executors_requested: int
+    partitions: int
+    driver_up: bool
+    state_bytes: float
+    action: str = ""
+    reason: str = ""
+
+
+@dataclass
+class RunResult:
+    """Everything a report needs about one run."""
+
+    name: str
+    job: SimulatedJob
+    samples: list[Sample]
+    commands: list[tuple[float, Command]]
+    duration: float
+    conservation_error: float
+
+
+def run(
+    trace: Trace,
+    model: JobModel,
+    policy: ScalingPolicySpec,
+    autoscaler: Autoscaler,
+    *,
+    duration: float | None = None,
+    chaos: list[float] | None = None,
+    start: tuple[int, int] | None = None,
+    sample_seconds: float = 1.0,
+) -> RunResult:
+    """Runs ``autoscaler`` against the model for ``duration`` seconds (default: the trace's)."""
+    horizon = duration or trace.duration
+    n0, p0 = start or (initial_executors(model, policy), model.state_partitions)
+    job = SimulatedJob(
+        model,
+        trace,
+        executors=n0,
+        state_partitions=p0,
+        slo_seconds=policy.lag.slo_seconds,
+        auto_recover=autoscaler.auto_recover,
+    )
+    noise = Noise(model.noise, model.seed)
+    cur = Current(n0, p0)
+    kills = list(chaos or [])
+    samples: list[Sample] = []
+    commands: list[tuple[float, Command]] = []
+    next_tick = autoscaler.interval
+    next_sample = 0.0
+    last_processed = 0.0
+    worst = 0.0
+    action, reason = "", ""
+    while True:
+        t = min(next_tick, next_sample, kills[0] if kills else math.inf)
+        if t > horizon + 1e-9:
+            break
+        job.advance(t)
+        worst = max(worst, job.conservation_error())
+        if kills and kills[0] <= t + 1e-9:
+            kills.pop(0)
+            job.kill_driver()
+            action, reason = "kill-driver", "Chaos"
+        if next_tick <= t + 1e-9:
+            next_tick += autoscaler.interval
+            w = autoscaler.window
+            snap = build_snapshot(job, t, w, noise)
+            cpu = noise(cpu_seconds(job, t - w, t)) if job.live() else None
+            cmd = autoscaler.tick(Observation(snap, cpu), t, cur)
+            if cmd is not None:
+                cur = _apply(job, cmd, cur)
+                commands.append((t, cmd))
+                action, reason = cmd.action, cmd.reason
+            elif not action:
+                action, reason = "hold", getattr(autoscaler, "last_reason", "")
+        if next_sample <= t + 1e-9:
+            next_sample += sample_seconds
+            rate = (job.processed - last_processed) / sample_seconds if t > 0 else 0.0
+            last_processed = job.processed
+            samples.append(
+                Sample(
+                    t,
+                    job.trace.rate_at(t),
+                    rate,
+                    job.backlog,
+                    job.lag(),
+                    job.live(),
+                    job.requested,
+                    job.partitions,
+                    job.driver_up,
+                    job.state_bytes,
+                    action,
+                    reason,
+                )
+            )
+            action, reason = "", ""
+    job.advance(horizon)
+    return RunResult(autoscaler.name, job, samples, commands, horizon, worst)
+
+
+def _apply(job: SimulatedJob, cmd: Command, cur: Current) -> Current:
+    parts = cmd.partitions if cmd.partitions is not None else cur.partitions
+    if cmd.action == "scale":
+        job.scale(cmd.executors)
+        return Current(cmd.executors, cur.partitions)
+    if cmd.action == "restart":
+        job.restart(cmd.executors, parts)
+    else:
+        job.recover(cmd.executors, parts)
+    return Current(cmd.executors, parts)
