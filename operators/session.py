@@ -1,0 +1,234 @@
+"""The SparkSession of a runner, and the executors it holds.
+
+Usage::
+
+    spark = create_session(spec, SessionOptions(master=cluster.master_url, max_executors=3))
+    pool = ExecutorPool(spark, cores=spec.executors.cores)
+    pool.settle(spec.executors.initial)          # the start count the manifest asks for
+    pool.set_target(3)                           # grow in place: requestTotalExecutors
+    pool.set_target(1)                           # shrink: killExecutors(least state first)
+
+Executor counts follow Spark standalone as measured (DESIGN.md §5 and docs/runner.md):
+dynamic allocation is off, so the master grants ``spark.cores.max / spark.executor.cores``
+executors at registration whatever ``spark.executor.instances`` says. ``cores.max`` is therefore
+the *ceiling* (``max_executors``), and :meth:`ExecutorPool.settle` brings the start count down
+to ``initial`` (kill the surplus, then an absolute ``requestTotalExecutors``). Growth is an
+absolute ``requestTotalExecutors(n)``; the relative ``requestExecutors(k)`` drifts from the live
+count and is never used. Lowering the target alone kills nothing, so shrinking kills executors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from controller.core.streamjob import StreamJobSpec
+from operators.cluster import free_port, spark_env
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """How to build the session around a spec."""
+
+    master: str | None = None
+    """Spark master URL; overrides ``spec.spark.master``."""
+    max_executors: int | None = None
+    """Ceiling for in-place growth (sets ``spark.cores.max``); None = ``initial``."""
+    app_name: str = "stream-autoscaler"
+    ui_port: int | None = None
+    """Driver web UI port (the per-operator metrics come from its REST API); None = free."""
+    extra_conf: dict[str, str] = field(default_factory=dict)
+
+
+def session_conf(spec: StreamJobSpec, options: SessionOptions) -> dict[str, str]:
+    """Every Spark setting the runner sets, job settings included (later keys win)."""
+    from operators.job import spark_conf_for
+
+    cores = spec.executors.cores
+    ceiling = max(options.max_executors or 0, spec.executors.initial, 1)
+    conf = {
+        "spark.app.name": options.app_name,
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.port": str(options.ui_port or free_port()),
+        "spark.ui.showConsoleProgress": "false",
+        # Executors follow our requests, not Spark's task-backlog heuristic (DESIGN.md §5).
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.executor.cores": str(cores),
+        "spark.executor.memory": spec.executors.memory,
+        "spark.cores.max": str(ceiling * cores),
+        "spark.pyspark.python": sys.executable,
+        "spark.executorEnv.PYTHONPATH": PROJECT_ROOT,
+        # Keep enough SQL executions for the per-operator poller to find the latest batches.
+        "spark.sql.ui.retainedExecutions": "200",
+        "spark.ui.retainedJobs": "500",
+        "spark.ui.retainedStages": "500",
+    }
+    conf.update(spark_conf_for(spec))
+    conf.update(options.extra_conf)
+    return conf
+
+
+def create_session(spec: StreamJobSpec, options: SessionOptions) -> SparkSession:
+    """A SparkSession for ``spec`` on ``options.master`` (or ``spec.spark.master``)."""
+    master = options.master or spec.spark.master
+    if not master:
+        raise ValueError("no Spark master: pass one or start a mini-cluster")
+    for key, value in spark_env().items():
+        if key.startswith(("SPARK_", "PYSPARK_")) or key == "PYTHONPATH":
+            os.environ[key] = value
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master)
+    for key, value in session_conf(spec, options).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+@dataclass(frozen=True)
+class ExecutorInfo:
+    """One live executor as the driver's REST API reports it."""
+
+    id: str
+    host_port: str
+    cores: int
+    active_tasks: int
+    total_tasks: int
+    memory_used: int
+    added_time: str = ""
+
+
+class ExecutorPool:
+    """The executors of one SparkContext: list, grow (absolute target), shrink (kill)."""
+
+    def __init__(self, spark: SparkSession, cores: int) -> None:
+        self.spark = spark
+        self.cores = cores
+        sc = spark.sparkContext
+        self._jsc = sc._jsc.sc()  # type: ignore[attr-defined]
+        self._jvm = sc._jvm  # type: ignore[attr-defined]
+        self.app_id = sc.applicationId
+        self.ui_url = (sc.uiWebUrl or "").rstrip("/")
+        self.target: int | None = None
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def rest(self, path: str, timeout: float = 5.0) -> Any:
+        """GET ``/api/v1/applications/<app>/<path>`` from the driver UI, parsed JSON."""
+        url = f"{self.ui_url}/api/v1/applications/{self.app_id}/{path}"
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def live(self) -> list[ExecutorInfo]:
+        """Active executors (the driver excluded), oldest first."""
+        rows = self.rest("executors")
+        out = [
+            ExecutorInfo(
+                id=str(e["id"]),
+                host_port=e.get("hostPort", ""),
+                cores=int(e.get("totalCores", 0)),
+                active_tasks=int(e.get("activeTasks", 0)),
+                total_tasks=int(e.get("totalTasks", 0)),
+                memory_used=int(e.get("memoryUsed", 0)),
+                added_time=str(e.get("addTime", "")),
+            )
+            for e in rows
+            if e.get("id") != "driver" and e.get("isActive", True)
+        ]
+        return sorted(out, key=lambda e: _id_key(e.id))
+
+    def live_count(self) -> int:
+        """Executors registered with the driver (from the block manager view: no HTTP)."""
+        return max(0, int(self._jsc.getExecutorMemoryStatus().size()) - 1)
+
+    # --- changing ---------------------------------------------------------------------------
+
+    def request_total(self, n: int) -> bool:
+        """Absolute target (``requestTotalExecutors``): the master grows the app up to ``n``."""
+        empty = getattr(self._jvm.scala.collection.immutable, "Map$").__getattr__("MODULE$").empty()
+        self.target = n
+        return bool(self._jsc.requestTotalExecutors(int(n), 0, empty))
+
+    def kill(self, ids: list[str]) -> None:
+        """Kill executors by id; then re-assert the absolute target (kill lowers it by one each)."""
+        for executor_id in ids:
+            self._jsc.killExecutor(executor_id)
+        if self.target is not None:
+            self.request_total(self.target)
+
+    def set_target(self, n: int, state_weight: dict[str, float] | None = None) -> list[str]:
+        """Make the target ``n``; kill the surplus, least state first. Returns killed ids.
+
+        ``state_weight`` maps executor id to how much state it holds (see
+        :func:`operators.metrics.state_weight_by_executor`); without it the newest executors go.
+        """
+        self.target = n
+        live = self.live()
+        surplus = len(live) - n
+        victims: list[str] = []
+        if surplus > 0:
+            victims = choose_victims(live, surplus, state_weight or {})
+            self.kill(victims)
+        else:
+            self.request_total(n)
+        return victims
+
+    def settle(self, initial: int, timeout: float = 30.0) -> list[str]:
+        """Bring the start-up grant (``cores.max / executor.cores``) down to ``initial``.
+
+        Waits until the executors the master granted at registration have registered (the count
+        stops changing for 2 s, or reaches the ceiling), then kills the surplus.
+        """
+        self.request_total(initial)
+        ceiling = int(self.spark.conf.get("spark.cores.max", "0") or 0) // max(self.cores, 1)
+        deadline = time.monotonic() + timeout
+        last, stable_since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            count = self.live_count()
+            if count != last:
+                last, stable_since = count, time.monotonic()
+            if count >= max(ceiling, initial) or (
+                count >= initial and time.monotonic() - stable_since >= 2.0
+            ):
+                break
+            time.sleep(0.25)
+        return self.set_target(initial)
+
+    def wait_for(self, n: int, timeout: float) -> bool:
+        """Wait until exactly ``n`` executors are live."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.live_count() == n:
+                return True
+            time.sleep(0.25)
+        return self.live_count() == n
+
+
+def choose_victims(live: list[ExecutorInfo], k: int, state_weight: dict[str, float]) -> list[str]:
+    """The ``k`` executors whose loss costs least: least state first, then fewest running
+    tasks, then newest (a late joiner has loaded the least state and the coldest caches)."""
+    ranked = sorted(
+        live,
+        key=lambda e: (state_weight.get(e.id, 0.0), e.active_tasks, -_id_key(e.id)),
+    )
+    return [e.id for e in ranked[:k]]
+
+
+def _id_key(executor_id: str) -> int:
+    try:
+        return int(executor_id)
+    except ValueError:
+        return sys.maxsize

@@ -1,0 +1,42 @@
+"""State primitives for the SEEP move: inspect, back up, restore and repartition a checkpoint.
+
+Usage::
+
+    from operators import state
+    info = state.inspect("/data/cp")                 # CheckpointError if corrupt or foreign
+    state.backup("/data/cp", "/backups/cp-42")
+    state.repartition(spark, "/data/cp", 8)          # the query must be stopped
+"""
+
+from operators.state.backup import backup, restore
+from operators.state.checkpoint import (
+    CheckpointError,
+    CheckpointInfo,
+    OperatorState,
+    inspect,
+    partitions_of,
+    write_owner,
+)
+from operators.state.repartition import (
+    RepartitionError,
+    RepartitionResult,
+    repartition,
+    rollback_unfinished,
+)
+from operators.state.rows import state_rows
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointInfo",
+    "OperatorState",
+    "RepartitionError",
+    "RepartitionResult",
+    "backup",
+    "inspect",
+    "partitions_of",
+    "repartition",
+    "restore",
+    "rollback_unfinished",
+    "state_rows",
+    "write_owner",
+]

@@ -1,0 +1,233 @@
+"""Read a Structured Streaming checkpoint without Spark: batches, partitions, operators.
+
+Usage::
+
+    info = inspect(Path("/data/cp"))           # raises CheckpointError naming the problem
+    info.last_committed_batch, info.partitions, info.operators
+
+Layout (Spark 4.x): ``metadata`` (the query id), ``offsets/<N>`` (``v1``, a JSON line with the
+batch's conf — ``spark.sql.shuffle.partitions`` is the state partition count — then one line per
+source), ``commits/<N>``, ``sources/``, ``state/<operator>/<partition>/``. A runner also leaves
+``stream-autoscaler.json`` (the job it belongs to), so a foreign checkpoint is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+OWNER_FILE = "stream-autoscaler.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint we must not start from. ``problem`` is a short code, ``str()`` the detail.
+
+    Codes: ``not-local``, ``missing-metadata``, ``unparsable-metadata``, ``unparsable-offsets``,
+    ``foreign-query``, ``foreign-job``, ``unsupported-provider``.
+    """
+
+    def __init__(self, location: str, problem: str, detail: str) -> None:
+        super().__init__(f"checkpoint {location}: {problem}: {detail}")
+        self.location = location
+        self.problem = problem
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class OperatorState:
+    """One stateful operator's state as stored on disk (rows need Spark: see ``state_rows``)."""
+
+    operator_id: int
+    disk_bytes: int
+    """Bytes under ``state/<operator>/`` (every retained version, not just the latest)."""
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What a checkpoint holds, as of its last committed batch."""
+
+    location: str
+    query_id: str | None
+    last_committed_batch: int | None
+    last_offsets_batch: int | None
+    partitions: int | None
+    """State partitions of the last committed batch (``None`` before the first batch)."""
+    provider: str | None
+    operators: tuple[OperatorState, ...] = ()
+    owner: dict[str, Any] = field(default_factory=dict)
+    source_offsets: tuple[Any, ...] = ()
+    """The last committed batch's end offsets, one per source (parsed JSON or raw text)."""
+
+    @property
+    def uncommitted_batch(self) -> int | None:
+        """A batch planned (offsets written) but not committed, if any."""
+        if self.last_offsets_batch is None:
+            return None
+        if self.last_committed_batch is None or self.last_offsets_batch > self.last_committed_batch:
+            return self.last_offsets_batch
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (CLI and /status)."""
+        return {
+            "location": self.location,
+            "queryId": self.query_id,
+            "lastCommittedBatch": self.last_committed_batch,
+            "lastOffsetsBatch": self.last_offsets_batch,
+            "uncommittedBatch": self.uncommitted_batch,
+            "partitions": self.partitions,
+            "provider": self.provider,
+            "job": self.owner.get("job"),
+            "operators": [
+                {"operatorId": o.operator_id, "diskBytes": o.disk_bytes, "rows": o.rows}
+                for o in self.operators
+            ],
+        }
+
+
+def local_path(location: str) -> Path:
+    """The local directory of a checkpoint location (path or ``file:`` URI)."""
+    parsed = urlparse(location)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    if parsed.scheme in ("",) or (len(parsed.scheme) == 1 and os.name == "nt"):
+        return Path(location)
+    raise CheckpointError(location, "not-local", "only local checkpoints can be inspected here")
+
+
+def batches(directory: Path) -> list[int]:
+    """Batch ids in ``offsets/`` or ``commits/``, ascending."""
+    if not directory.is_dir():
+        return []
+    return sorted(int(n) for n in os.listdir(directory) if n.isdigit())
+
+
+def read_offsets(cp: Path, batch: int) -> tuple[dict[str, Any], list[Any]]:
+    """``(metadata, source offsets)`` of ``offsets/<batch>``; raises CheckpointError."""
+    path = cp / "offsets" / str(batch)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if not lines or not lines[0].startswith("v"):
+            raise ValueError("no version line")
+        meta = json.loads(lines[1])
+        if not isinstance(meta, dict):
+            raise ValueError("metadata line is not an object")
+    except (OSError, ValueError, IndexError, UnicodeDecodeError) as e:
+        raise CheckpointError(str(cp), "unparsable-offsets", f"{path}: {e}") from None
+    sources: list[Any] = []
+    for line in lines[2:]:
+        try:
+            sources.append(json.loads(line))
+        except ValueError:
+            sources.append(line)
+    return meta, sources
+
+
+def partitions_of(cp: Path, batch: int) -> int | None:
+    """State partitions recorded for ``batch`` in the offsets log."""
+    meta, _ = read_offsets(cp, batch)
+    raw = meta.get("conf", {}).get(PARTITIONS_KEY)
+    return int(raw) if raw is not None else None
+
+
+def inspect(location: str | Path, *, expected_job: str | None = None) -> CheckpointInfo:
+    """Read a checkpoint; raise :class:`CheckpointError` if it is corrupt or foreign.
+
+    A missing or empty directory is a fresh checkpoint (everything ``None``).
+    ``expected_job``: the job name the runner starts; a checkpoint another job left is refused.
+    """
+    loc = str(location)
+    cp = local_path(loc)
+    if not cp.exists() or not any(cp.iterdir()):
+        return CheckpointInfo(loc, None, None, None, None, None)
+    offsets, commits = batches(cp / "offsets"), batches(cp / "commits")
+    meta_file = cp / "metadata"
+    if not meta_file.exists():
+        if offsets or commits or (cp / "state").exists():
+            raise CheckpointError(loc, "missing-metadata", f"{meta_file} is missing")
+        return CheckpointInfo(loc, None, None, None, None, None)
+    try:
+        query_id = json.loads(meta_file.read_text(encoding="utf-8"))["id"]
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise CheckpointError(loc, "unparsable-metadata", f"{meta_file}: {e}") from None
+    owner = _owner(cp, loc)
+    if owner.get("queryId") and owner["queryId"] != query_id:
+        raise CheckpointError(
+            loc, "foreign-query",
+            f"metadata has query id {query_id} but {OWNER_FILE} recorded {owner['queryId']}",
+        )
+    if expected_job and owner.get("job") and owner["job"] != expected_job:
+        raise CheckpointError(
+            loc, "foreign-job", f"it belongs to job {owner['job']!r}, not {expected_job!r}"
+        )
+    last_commit = commits[-1] if commits else None
+    last_offsets = offsets[-1] if offsets else None
+    if last_commit is not None and last_commit not in offsets:
+        raise CheckpointError(loc, "unparsable-offsets", f"commit {last_commit} has no offsets")
+    partitions, provider, sources = None, None, []
+    if last_offsets is not None:
+        read_offsets(cp, last_offsets)  # an unparsable newest entry is corruption too
+    if last_commit is not None:
+        meta, sources = read_offsets(cp, last_commit)
+        conf = meta.get("conf", {})
+        partitions = int(conf[PARTITIONS_KEY]) if PARTITIONS_KEY in conf else None
+        provider = conf.get(PROVIDER_KEY)
+        if provider and "RocksDB" not in provider:
+            raise CheckpointError(
+                loc, "unsupported-provider",
+                f"state store {provider} cannot be repartitioned; start a new checkpoint",
+            )
+    return CheckpointInfo(
+        loc, query_id, last_commit, last_offsets, partitions, provider,
+        operators=tuple(_operators(cp)), owner=owner, source_offsets=tuple(sources),
+    )
+
+
+def write_owner(location: str | Path, job: str, query_id: str) -> None:
+    """Record which job and query a checkpoint belongs to (next to Spark's files)."""
+    cp = local_path(str(location))
+    tmp = cp / (OWNER_FILE + ".tmp")
+    tmp.write_text(json.dumps({"job": job, "queryId": query_id}) + "\n", encoding="utf-8")
+    tmp.replace(cp / OWNER_FILE)
+
+
+def _owner(cp: Path, loc: str) -> dict[str, Any]:
+    path = cp / OWNER_FILE
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        return data
+    except (OSError, ValueError) as e:
+        raise CheckpointError(loc, "unparsable-metadata", f"{path}: {e}") from None
+
+
+def _operators(cp: Path) -> list[OperatorState]:
+    state = cp / "state"
+    if not state.is_dir():
+        return []
+    out = []
+    for op_dir in sorted(state.iterdir(), key=lambda p: p.name):
+        if not op_dir.name.isdigit():
+            continue
+        out.append(OperatorState(int(op_dir.name), _tree_bytes(op_dir)))
+    return out
+
+
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(root, name))
+    return total

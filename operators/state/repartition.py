@@ -1,0 +1,197 @@
+"""Repartition a stopped query's state from its checkpoint, with rollback (the SEEP move).
+
+Usage (the query must be stopped at a batch boundary first)::
+
+    result = repartition(spark, "/data/cp", 8)
+    result.partitions_before, result.partitions_after, result.seconds
+
+Spark's offline repartition (``spark._streamingCheckpointManager.repartition``, PySpark 4.2+,
+RocksDB only) writes batch N+1 (same offsets, new ``spark.sql.shuffle.partitions``) and the new
+state. We check the new count in ``offsets/N+1`` and that the state row total did not change.
+If any step fails, every file the attempt created is removed and every small metadata file it
+changed is put back (an uncommitted ``offsets/N+1`` alone makes the next start fail with
+``STREAMING_UNFINISHED_REPARTITION_DETECTED``), so the query resumes on the old count.
+
+Fault injection for tests: ``STREAM_AUTOSCALER_FAULT=repartition-after-write`` fails the step
+after Spark wrote the new batch; ``repartition-before-write`` fails before it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from operators.state.checkpoint import CheckpointError, inspect, local_path, partitions_of
+from operators.state.rows import state_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FAULT_ENV = "STREAM_AUTOSCALER_FAULT"
+_SMALL = 1 << 20  # metadata files are kilobytes; state data is never copied
+
+
+class RepartitionError(RuntimeError):
+    """A repartition that failed and was rolled back. ``step`` names where it failed."""
+
+    def __init__(self, step: str, detail: str, rolled_back: bool) -> None:
+        state = "rolled back" if rolled_back else "ROLLBACK FAILED"
+        super().__init__(f"repartition failed at {step}: {detail} ({state})")
+        self.step = step
+        self.detail = detail
+        self.rolled_back = rolled_back
+
+
+@dataclass(frozen=True)
+class RepartitionResult:
+    """What a repartition did and how long it took."""
+
+    partitions_before: int
+    partitions_after: int
+    batch: int
+    """The batch Spark wrote for the repartition (last committed + 1)."""
+    rows_before: int | None
+    rows_after: int | None
+    seconds: float
+
+
+def repartition(
+    spark: SparkSession, location: str, partitions: int, *, check_rows: bool = True
+) -> RepartitionResult:
+    """Repartition the state of a *stopped* query to ``partitions``; roll back on failure.
+
+    Raises ``ValueError`` for a request that cannot run (no committed batch, same count,
+    ``partitions < 1``) without touching anything, :class:`RepartitionError` after a rollback.
+    """
+    if partitions < 1:
+        raise ValueError("partitions must be >= 1")
+    info = inspect(location)
+    if info.last_committed_batch is None or info.partitions is None:
+        raise ValueError(f"checkpoint {location} has no committed batch to repartition")
+    if info.uncommitted_batch is not None:
+        raise ValueError(
+            f"checkpoint {location} has an uncommitted batch {info.uncommitted_batch}: resume "
+            "the query until it commits before repartitioning"
+        )
+    if partitions == info.partitions:
+        raise ValueError(f"state already has {partitions} partitions")
+    cp = local_path(location)
+    snapshot = _Snapshot.take(cp)
+    step = "count rows"
+    started = time.monotonic()
+    try:
+        before = sum(state_rows(spark, location).values()) if check_rows else None
+        step = "spark repartition"
+        _fault("repartition-before-write")
+        manager = spark._streamingCheckpointManager  # type: ignore[attr-defined]
+        manager.repartition(location, partitions, enforce_exactly_once_sink=True)
+        _fault("repartition-after-write")
+        step = "verify partitions"
+        new_batch = info.last_committed_batch + 1
+        got = partitions_of(cp, new_batch)
+        if got != partitions:
+            raise RuntimeError(f"offsets/{new_batch} records {got} partitions, not {partitions}")
+        after_info = inspect(location)
+        if after_info.last_committed_batch != new_batch:
+            raise RuntimeError(f"batch {new_batch} was not committed")
+        step = "verify rows"
+        after = sum(state_rows(spark, location).values()) if check_rows else None
+        if before != after:
+            raise RuntimeError(f"state rows changed from {before} to {after}")
+    except Exception as e:  # every failure rolls back, then is reported
+        detail = _first_line(e)
+        try:
+            snapshot.restore()
+            ok = partitions_of(cp, info.last_committed_batch) == info.partitions and (
+                inspect(location).last_offsets_batch == info.last_committed_batch
+            )
+        except (OSError, CheckpointError):
+            ok = False
+        raise RepartitionError(step, detail, ok) from e
+    finally:
+        snapshot.discard()
+    return RepartitionResult(
+        info.partitions, partitions, new_batch, before, after, time.monotonic() - started
+    )
+
+
+def rollback_unfinished(location: str) -> int | None:
+    """Remove an unfinished repartition (``offsets/N+1`` with a new count, no commit) that a
+    crash left behind; returns the batch removed, or None when there was none.
+
+    A normal uncommitted batch (same count) is left alone: Spark replays it on start.
+    """
+    info = inspect(location)
+    pending, last = info.uncommitted_batch, info.last_committed_batch
+    if pending is None or last is None:
+        return None
+    cp = local_path(location)
+    if partitions_of(cp, pending) == info.partitions:
+        return None
+    for d in ("offsets", "commits"):
+        for name in (str(pending), f".{pending}.crc"):
+            (cp / d / name).unlink(missing_ok=True)
+    return pending
+
+
+class _Snapshot:
+    """Which files existed (and copies of the small metadata ones) before an attempt."""
+
+    def __init__(self, root: Path, files: dict[str, tuple[int, float]], saved: Path) -> None:
+        self.root, self.files, self.saved = root, files, saved
+
+    @classmethod
+    def take(cls, root: Path) -> _Snapshot:
+        saved = Path(tempfile.mkdtemp(prefix="sa-repartition-"))
+        files: dict[str, tuple[int, float]] = {}
+        for dirpath, _dirs, names in os.walk(root):
+            for name in names:
+                full = Path(dirpath) / name
+                rel = str(full.relative_to(root))
+                st = full.stat()
+                files[rel] = (st.st_size, st.st_mtime)
+                if st.st_size <= _SMALL and "SSTs" not in rel and not rel.endswith(".zip"):
+                    dest = saved / rel
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(full, dest)
+        return cls(root, files, saved)
+
+    def restore(self) -> None:
+        """Delete files created since; put back small files changed since."""
+        for dirpath, dirs, names in os.walk(self.root, topdown=False):
+            for name in names:
+                full = Path(dirpath) / name
+                rel = str(full.relative_to(self.root))
+                if rel not in self.files:
+                    full.unlink()
+                elif (self.saved / rel).exists():
+                    st = full.stat()
+                    if (st.st_size, st.st_mtime) != self.files[rel]:
+                        shutil.copy2(self.saved / rel, full)
+            for d in dirs:
+                p = Path(dirpath) / d
+                if not any(p.iterdir()) and not any(
+                    k.startswith(str(p.relative_to(self.root)) + os.sep) for k in self.files
+                ):
+                    p.rmdir()
+
+    def discard(self) -> None:
+        shutil.rmtree(self.saved, ignore_errors=True)
+
+
+def _fault(point: str) -> None:
+    if os.environ.get(FAULT_ENV) == point:
+        raise RuntimeError(f"injected fault {point} ({FAULT_ENV})")
+
+
+def _first_line(e: BaseException) -> str:
+    for line in str(e).splitlines():
+        line = line.strip()
+        if line and not line.startswith(("An error occurred", "JVM stacktrace")):
+            return line[:400]
+    return type(e).__name__
