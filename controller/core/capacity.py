@@ -4,9 +4,12 @@ A micro-batch runs its stages one after another on the same task slots. Stage ``
 ``cost[s]`` task-seconds per source record (DS2's true rate, inverted: measured over busy task
 time, not wall time) and runs on ``min(slots, partitions[s])`` slots; the batch also pays a fixed
 driver overhead that executors do not shrink. So, at arrival rate ``R`` and trigger interval
-``I``, the busy fraction of the interval is::
+``I``, the busy fraction of the time a batch has for work (the interval less the overhead) is::
 
-    U(R, slots, P) = overhead / I + R * sum_s cost[s] * spread[s] / min(slots_s, partitions_s)
+    U(R, slots, P) = R * sum_s cost[s] * spread[s] / min(slots_s, partitions_s) / (1 - overhead/I)
+
+So utilization means the same with a 0.1 s or a 0.5 s overhead: the share of the executors' time
+budget in use. The overhead itself is reported (and a longer trigger suggested), not scaled.
 
 ``spread[s] >= 1`` is the measured wall-time inflation over a perfect spread (skew, stragglers).
 For the stateful stage, ``slots_s`` is capped by the slots that held state when the query last
@@ -121,19 +124,26 @@ class CapacityModel:
             total += st.cost * st.spread / max(1, par)
         return total
 
+    def budget_share(self) -> float:
+        """Share of the trigger interval left for work after the fixed overhead."""
+        return 1.0 - self.overhead_share()
+
     def utilization(self, rate: float, layout: Layout) -> float:
-        """Busy fraction of the trigger interval needed to process ``rate`` records/s."""
-        return self.overhead_share() + rate * self.work_seconds_per_record(layout)
+        """Busy fraction of the work budget needed to process ``rate`` records/s."""
+        budget = self.budget_share()
+        if budget <= 0:
+            return math.inf
+        return rate * self.work_seconds_per_record(layout) / budget
 
     def capacity(self, layout: Layout, utilization: float = 1.0) -> float:
         """Records/s sustainable at ``layout`` while busy at most ``utilization``."""
         w = self.work_seconds_per_record(layout)
-        headroom = utilization - self.overhead_share()
-        if headroom <= 0 or not math.isfinite(w):
+        budget = self.budget_share()
+        if budget <= 0 or not math.isfinite(w):
             return 0.0
         if w <= 0:
             return math.inf
-        return headroom / w
+        return utilization * budget / w
 
     def binding_stage(self, layout: Layout) -> StageCost:
         """The stage with the most wall time per record at ``layout``."""

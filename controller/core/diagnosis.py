@@ -37,7 +37,7 @@ def diagnose(
     layout = Layout(model.current_executors, model.current_partitions, restart=False)
     rate = s.arrival_rate if s.arrival_rate is not None else (s.processed_rate or 0.0)
     util = model.utilization(rate, layout)
-    evidence = [f"busy {util:.0%} of the trigger interval at {rate:,.0f} records/s"]
+    evidence = [f"busy {util:.0%} of the batch budget at {rate:,.0f} records/s"]
     d = policy.diagnosis
 
     if s.memory_used_ratio is not None and s.memory_used_ratio > d.memory_pressure_ratio:

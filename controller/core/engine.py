@@ -195,7 +195,7 @@ def _resize(x: _Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
         return _scale_in(x, plan.layout.executors, n_cur, sizing, diagnosis, why)
     return x.hold(
         Reason.WITHIN_BAND,
-        f"busy {util_needed:.0%} of the trigger interval, within "
+        f"busy {util_needed:.0%} of the batch budget, within "
         f"[{pol.utilization.low:.0%}, {pol.utilization.high:.0%}] at {n_cur} executor(s)",
         diagnosis,
         sizing=sizing,
@@ -297,11 +297,11 @@ def _best_effort(
         (o for o in options if model.capacity(o) >= _WORTHWHILE_SHARE * best),
         key=lambda o: (o.executors, o.restart),
     )
-    if model.overhead_share() >= pol.utilization.target:
+    if model.overhead_share() >= pol.utilization.high:
         chosen = Layout(model.current_executors, model.current_partitions, restart=False)
     cap = model.capacity(chosen, pol.utilization.target)
     stage = model.binding_stage(chosen)
-    if model.overhead_share() >= pol.utilization.target:
+    if model.overhead_share() >= pol.utilization.high:
         limit = (
             Reason.DRIVER_OVERHEAD_BOUND,
             f"fixed per-batch driver time ({model.overhead_seconds:.2f} s) alone uses "
@@ -359,6 +359,12 @@ def _ineffective(x: _Inputs) -> HistoryEntry | None:
         return None
     if last.executors is None or s.processed_rate is None:
         return None
+    t = x.policy.timing
+    settle = t.cooldown_seconds + t.executor_startup_seconds + t.window_seconds
+    if last.action in _RESTARTING_ACTIONS:
+        settle += x.policy.partitions.max_downtime_seconds
+    if x.now - last.time < settle:
+        return None  # the window still holds time from before the action took effect
     saturated = (s.backlog_age_seconds or 0) > x.policy.lag.backlog_tolerance_seconds
     gain_expected = last.expected_rate - last.rate_before
     if not saturated or gain_expected <= 0:

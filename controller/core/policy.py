@@ -191,9 +191,11 @@ class TimingPolicy(Model):
         description="Metrics older than this (s) are stale: the engine holds and says so.",
     )
     min_batches: int = Field(
-        default=2,
+        default=1,
         ge=1,
-        description="Fewest completed batches in the window before sizing on it (count).",
+        description="Fewest completed batches in the window before sizing on it (count). One is "
+        "enough by default: while a backlog drains, a single batch may fill the whole window, "
+        "and its busy time measures the true rate as well as many small ones.",
     )
     cooldown_seconds: float = Field(
         default=30.0,

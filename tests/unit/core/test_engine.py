@@ -133,7 +133,7 @@ CASES = [
     ),
     Case(
         "fixed driver overhead dominates: executors cannot help",
-        snapshot(arrival=5_000, overhead_seconds=0.8),
+        snapshot(arrival=5_000, overhead_seconds=0.95),
         (HOLD, Reason.DRIVER_OVERHEAD_BOUND, None, None),
         diagnosis=BottleneckKind.DRIVER_OVERHEAD,
         message_has="longer trigger",
@@ -173,7 +173,7 @@ CASES = [
         history=ScalingHistory(
             entries=(
                 HistoryEntry(
-                    time=NOW - 60,
+                    time=NOW - 90,
                     kind="action",
                     action="scale",
                     executors=3,
@@ -233,7 +233,7 @@ HOSTILE = [
     ("negative arrival rate", snapshot(arrival=-5.0), Reason.NO_METRICS),
     ("executors unknown", snapshot(executors=None), Reason.NO_METRICS),
     ("stale metrics", snapshot(observed_at=NOW - 600), Reason.STALE_METRICS),
-    ("one batch only", snapshot(batches=1), Reason.INSUFFICIENT_DATA),
+    ("no batch in the window", snapshot(batches=0), Reason.INSUFFICIENT_DATA),
     (
         "no per-stage series and no batch durations",
         snapshot(stages=(), batch_duration_seconds=None),
