@@ -60,6 +60,12 @@ def cpu_seconds(job: SimulatedJob, t0: float, t1: float) -> float:
     return total
 
 
+def _arrival_rate(job: SimulatedJob, now: float, window: float) -> float:
+    """Records/s arrived over the window, or over the run so far if it is shorter."""
+    span = min(window, max(now, 1.0))
+    return max(0.0, job.arrived(now) - job.arrived(max(0.0, now - span))) / span
+
+
 def build_snapshot(
     job: SimulatedJob, now: float, window: float, noise: Noise, job_name: str = "sim"
 ) -> MetricsSnapshot:
@@ -78,7 +84,7 @@ def build_snapshot(
         "driver_up": job.driver_up,
         "backlog_records": job.backlog,
         "backlog_age_seconds": job.lag(now),
-        "arrival_rate": noise(max(0.0, job.arrived(now) - job.arrived(now - window)) / window),
+        "arrival_rate": noise(_arrival_rate(job, now, window)),
         "last_committed_batch": job.batches[-1].id if job.batches else -1,
     }
     if last_end is None:

@@ -8,7 +8,8 @@ A lower bound, not an achievable schedule. It knows the whole trace and assumes:
   no batch discretization, no task waves — every executor 100% busy on useful work;
 - integer executors within the policy's ``[executors.min, executors.max]``, held for 1 s steps;
 - the SLO is met when, at the end of every step, the backlog holds only records younger than the
-  SLO (FIFO): ``backlog(t) <= arrived(t) - arrived(t - slo)``.
+  SLO (FIFO): ``backlog(t) <= arrived(t) - arrived(t - slo)``; at the end of the run the backlog
+  is at most one trigger interval's arrivals (where a real job stands just after a commit).
 
 It is a dynamic programme over (step, backlog) with the backlog on a grid of ``grid_records``
 records, rounded down after each step (so rounding only ever helps the oracle: the result stays a
@@ -50,19 +51,37 @@ def solve(
     duration: float | None = None,
     dt: float = 1.0,
     grid_records: float | None = None,
+    at_trigger: bool = False,
 ) -> OracleResult:
-    """The oracle schedule for ``trace`` (records/s or load) on ``model`` under ``policy``."""
+    """The oracle schedule for ``trace`` (records/s or load) on ``model`` under ``policy``.
+
+    ``at_trigger``: a practical variant (not a lower bound) whose executors deliver only what the
+    job sustains at its trigger (:meth:`JobModel.sustainable_rate`: per-batch overhead and task
+    waves included, state partitions = slots); still clairvoyant and instant.
+    """
     if trace.unit != "input_rate":
         trace = trace.scaled(model.load_unit_rate)
     horizon = duration or trace.duration
     steps = max(1, math.ceil(horizon / dt - 1e-9))
     slo = policy.lag.slo_seconds
+    trig = model.trigger_seconds
     q = grid_records or model.load_unit_rate * dt / 100.0
     choices = list(range(policy.executors.min, policy.executors.max + 1))
-    rates = [model.fluid_rate(e, policy.partitions.max) * dt for e in choices]
+    if at_trigger:
+        cores = model.cores_per_executor
+        p_lo, p_hi = policy.partitions.min, policy.partitions.max
+        rates = [
+            model.sustainable_rate(e, max(p_lo, min(p_hi, e * cores))) * dt if e else 0.0
+            for e in choices
+        ]
+    else:
+        rates = [model.fluid_rate(e, policy.partitions.max) * dt for e in choices]
     ends = [min((i + 1) * dt, horizon) for i in range(steps)]
     arrivals = [trace.arrived(ends[i]) - trace.arrived(i * dt) for i in range(steps)]
     allowed = [trace.arrived(t) - trace.arrived(t - slo) for t in ends]
+    # at the end, no more backlog than one trigger's arrivals (as a job that just committed):
+    # otherwise the oracle would save by leaving the last SLO's worth of records unprocessed
+    allowed[-1] = min(allowed[-1], trace.arrived(horizon) - trace.arrived(horizon - trig))
     size = int(max(allowed) / q) + 3
     idx = np.arange(size)
     cost = np.full(size, np.inf)
