@@ -236,3 +236,26 @@ def load_model(path: str | None) -> JobModel:
             bad = f" ({err['input']!r})" if err["type"] != "missing" and loc != "(model)" else ""
             lines.append(f"{path}: {loc}{bad}: {err['msg']}")
         raise ModelError("\n".join(lines)) from None
+
+
+def parameters_table() -> str:
+    """The markdown table of every model parameter, its default and meaning (docs/simulator.md
+    embeds it; a test fails when it is stale)."""
+    rows = ["| parameter (YAML key) | default | meaning |", "|---|---|---|"]
+    defaults = JobModel()
+    for name, f in JobModel.model_fields.items():
+        key = f.alias or name
+        value = getattr(defaults, name)
+        if name == "stages":
+            shown = ", ".join(f"{s.name} ({s.kind}, {s.cost_per_record:g} s/record)" for s in value)
+        else:
+            shown = "none" if value is None else f"{value:g}" if isinstance(value, float) else value
+        rows.append(f"| `{key}` | {shown} | {(f.description or '').replace('|', '/')} |")
+    rows.append("")
+    rows.append(
+        "Each stage: "
+        + "; ".join(
+            f"`{f.alias or n}`: {f.description}" for n, f in StageModel.model_fields.items()
+        )
+    )
+    return "\n".join(rows)

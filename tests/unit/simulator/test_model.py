@@ -80,3 +80,12 @@ def test_load_trace_in_model_units() -> None:
     t = parse_trace("t,load\n0,1\n10,4\n20,0.5\n").scaled(JobModel().load_unit_rate)
     assert [t.rate_at(x) for x in (5, 10, 25)] == [10_000, 40_000, 5_000]
     assert t.arrived(20) == pytest.approx(10 * 10_000 + 10 * 40_000)
+
+
+def test_docs_parameter_table_is_current() -> None:
+    from pathlib import Path
+
+    from controller.simulator.model import parameters_table
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "simulator.md").read_text()
+    assert parameters_table() in doc, "regenerate the table in docs/simulator.md"
