@@ -180,7 +180,15 @@ def plot_timeline(path: Path, res: RunResult, slo: float, title: str) -> None:
     t = [x.t for x in s]
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     ax1.plot(t, [x.input_rate for x in s], label="input rate", color="tab:blue")
-    ax1.plot(t, [x.processed_rate for x in s], label="processed rate", color="tab:orange", lw=0.8)
+    # commits are lumpy (a catch-up batch lands in one second): plot a 5 s average, clipped
+    done = [x.processed_rate for x in s]
+    smooth = [
+        sum(done[max(0, i - 4) : i + 1]) / len(done[max(0, i - 4) : i + 1])
+        for i in range(len(done))
+    ]
+    ax1.plot(t, smooth, label="processed rate (5 s avg)", color="tab:orange", lw=0.8)
+    peak = max([x.input_rate for x in s] or [1.0])
+    ax1.set_ylim(0, 2.5 * peak if peak > 0 else None)
     ax1.set_ylabel("records/s")
     ax1.legend(loc="upper right")
     ax2.plot(t, [x.lag_seconds for x in s], label="lag (oldest unprocessed)", color="tab:red")
