@@ -11,7 +11,9 @@ driver overhead that executors do not shrink. So, at arrival rate ``R`` and trig
 So utilization means the same with a 0.1 s or a 0.5 s overhead: the share of the executors' time
 budget in use. The overhead itself is reported (and a longer trigger suggested), not scaled.
 
-``spread[s] >= 1`` is the measured wall-time inflation over a perfect spread (skew, stragglers).
+``spread[s] >= 1`` is a wall-time inflation over a perfect spread (stragglers); measured costs
+use 1: wall times mix batches that ran at different parallelism (before and after an action),
+so only busy time is trusted (DS2), and skew is diagnosed from task times instead.
 For the stateful stage, ``slots_s`` is capped by the slots that held state when the query last
 started: stateful tasks stick to the executors with their state store (DESIGN.md §5), so
 executors added in place help it only after a restart or repartition.
@@ -79,12 +81,7 @@ class CapacityModel:
             cap = st.partitions
             if st.kind == "source" and s.source_partitions is not None:
                 cap = s.source_partitions
-            par = min(slots, cap) if cap else slots
-            ideal_wall = st.busy_seconds / par
-            spread = 1.0
-            if st.wall_seconds and ideal_wall > 0:
-                spread = min(max(st.wall_seconds / ideal_wall, 1.0), 10.0)
-            stages.append(StageCost(st.name, st.kind, st.busy_seconds / records, cap, spread))
+            stages.append(StageCost(st.name, st.kind, st.busy_seconds / records, cap))
         if not stages:
             fallback = _fallback_stage(s, records, slots)
             if fallback is None:

@@ -80,25 +80,41 @@ def decide(
 
 
 def _restart_in_flight(x: _Inputs) -> Decision | None:
-    """A repartition or recovery is still within its expected downtime: wait for it."""
+    """A repartition or recovery has not yet produced a batch at its new layout: wait for it.
+
+    Done means a batch committed after the restart (no sooner than half the expected restart
+    time, so the batch that was in flight when the job stopped does not count) and, for a
+    repartition, the stateful stage reporting the new partition count. Without the latter the
+    window still describes the old layout and sizing on it would repeat the move.
+    """
     last = x.history.last_action()
     if last is None or last.action not in _RESTARTING_ACTIONS:
         return None
-    p = x.policy.partitions
+    s, p = x.snapshot, x.policy.partitions
     budget = p.max_downtime_seconds + x.policy.timing.cooldown_seconds
     elapsed = x.now - last.time
-    progressed = (
-        x.snapshot.seconds_since_progress is not None
-        and x.snapshot.seconds_since_progress < elapsed
-        and x.snapshot.driver_up is not False
+    if elapsed >= budget:
+        return None
+    committed_after = (
+        s.seconds_since_progress is not None
+        and s.seconds_since_progress < elapsed - p.restart_seconds / 2
     )
-    if elapsed < budget and not progressed:
-        return x.hold(
-            Reason.ACTION_IN_PROGRESS,
-            f"{last.action} started {elapsed:.0f} s ago ({last.reason}); waiting up to "
-            f"{budget:.0f} s for the first committed batch",
-        )
-    return None
+    stateful = s.stateful_stage()
+    new_layout_seen = (
+        last.partitions is None or stateful is None or stateful.partitions == last.partitions
+    )
+    if committed_after and new_layout_seen:
+        return None
+    waiting = (
+        "the first committed batch"
+        if not committed_after
+        else (f"a batch at {last.partitions} state partitions")
+    )
+    return x.hold(
+        Reason.ACTION_IN_PROGRESS,
+        f"{last.action} started {elapsed:.0f} s ago ({last.reason}); waiting up to "
+        f"{budget:.0f} s for {waiting}",
+    )
 
 
 def _data_problem(x: _Inputs) -> Decision | None:
@@ -174,6 +190,24 @@ def _resize(x: _Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
     )
 
     cooldown = _cooldown(x)
+    drain = _drain_seconds(backlog, arrival, model.capacity(current))
+    if (
+        grows
+        and catching_up
+        and util_arrival <= pol.utilization.high
+        and drain is not None
+        and drain <= pol.lag.catch_up_seconds
+        and (s.backlog_age_seconds or 0.0) < pol.lag.slo_seconds
+    ):
+        # draining at more than the arrival rate, the backlog's age only falls from here
+        return x.hold(
+            Reason.CATCHING_UP,
+            f"backlog of {backlog:,.0f} records drains in {drain:.0f} s at the current "
+            f"{model.capacity(current):,.0f} records/s (catch-up {pol.lag.catch_up_seconds:g} s): "
+            "no extra executors needed",
+            diagnosis,
+            sizing=sizing,
+        )
     if grows and util_needed > pol.utilization.high:
         if cooldown is not None:
             return x.hold(Reason.COOLDOWN, cooldown, diagnosis, sizing=sizing)
@@ -203,6 +237,13 @@ def _resize(x: _Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
 
 
 # -- sizing ---------------------------------------------------------------------------------
+
+
+def _drain_seconds(backlog: float, arrival: float, capacity: float) -> float | None:
+    """Seconds to drain ``backlog`` at full ``capacity`` while ``arrival`` keeps coming."""
+    if capacity <= arrival:
+        return None
+    return backlog / (capacity - arrival)
 
 
 @dataclass(frozen=True)
@@ -437,23 +478,35 @@ def _scale_out(
 def _scale_in(
     x: _Inputs, target: int, n_cur: int, sizing: Sizing, diagnosis: Diagnosis, why: str
 ) -> Decision:
+    """Scale in once every recommendation for a whole stabilization window asked for fewer
+    executors than run now, in one step to the highest recommendation of that window (HPA's
+    stabilization, but only after the dip has lasted a whole window, like Flink's interval)."""
     window = x.policy.timing.scale_down_stabilization_seconds
-    recent = x.history.since(x.now - window, "recommendation")
-    highest = max([target, *(e.executors for e in recent if e.executors is not None)])
-    target = max(highest, x.policy.executors.min)
-    if target >= n_cur:
+    in_window: list[int] = [target]
+    since = x.now
+    for e in reversed(x.history.entries):
+        if e.kind != "recommendation" or e.executors is None:
+            continue
+        if e.executors >= n_cur:
+            break
+        since = e.time
+        if e.time >= x.now - window:
+            in_window.append(e.executors)
+    highest = max(max(in_window), x.policy.executors.min)
+    waited = x.now - since
+    if waited < window:
         return x.hold(
             Reason.SCALE_DOWN_DEFERRED,
-            f"{why}; recommend {sizing.recommended_executors}, but the highest recommendation "
-            f"in the last {window:g} s is {highest}: keeping {n_cur}",
+            f"{why}; fewer executors ({highest}) recommended for {waited:.0f} s of the "
+            f"{window:g} s stabilization window: keeping {n_cur}",
             diagnosis,
             sizing=sizing,
         )
     return Decision(
         action=Action.SCALE,
         reason=Reason.SCALE_IN,
-        message=f"scale in {n_cur} -> {target} executors: {why}",
-        target_executors=target,
+        message=f"scale in {n_cur} -> {highest} executors: {why}, for {waited:.0f} s",
+        target_executors=highest,
         enforced=x.enforced,
         diagnosis=diagnosis,
         sizing=sizing,

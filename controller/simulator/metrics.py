@@ -60,9 +60,15 @@ def cpu_seconds(job: SimulatedJob, t0: float, t1: float) -> float:
     return total
 
 
+ARRIVAL_SPAN_SECONDS = 10.0
+"""The arrival rate is the source's latest-offset growth over this span, not the whole window
+(as the metrics adapter's short PromQL rate): a step in the load shows at the next evaluation
+instead of being averaged in over the window."""
+
+
 def _arrival_rate(job: SimulatedJob, now: float, window: float) -> float:
-    """Records/s arrived over the window, or over the run so far if it is shorter."""
-    span = min(window, max(now, 1.0))
+    """Records/s arrived over the last ARRIVAL_SPAN_SECONDS (or the run so far if shorter)."""
+    span = min(window, ARRIVAL_SPAN_SECONDS, max(now, 1.0))
     return max(0.0, job.arrived(now) - job.arrived(max(0.0, now - span))) / span
 
 

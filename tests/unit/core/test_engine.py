@@ -97,21 +97,25 @@ CASES = [
         message_has="restart at a batch boundary",
     ),
     Case(
-        "over-provisioned job scales in",
-        snapshot(arrival=2_000, executors=4, partitions=4),
-        (SCALE, Reason.SCALE_IN, 1, None),
-    ),
-    Case(
-        "scale-in goes only to the highest recent recommendation",
-        snapshot(arrival=2_000, executors=4, partitions=4),
-        (SCALE, Reason.SCALE_IN, 3, None),
-        history=history((60, "recommendation", 3)),
-    ),
-    Case(
-        "scale-in deferred while a recent recommendation needs the capacity",
+        "scale-in waits for a full window of lower recommendations",
         snapshot(arrival=2_000, executors=4, partitions=4),
         (HOLD, Reason.SCALE_DOWN_DEFERRED, None, None),
-        history=history((60, "recommendation", 4)),
+    ),
+    Case(
+        "scale-in after a full window, in one step to the highest recommendation in it",
+        snapshot(arrival=2_000, executors=4, partitions=4),
+        (SCALE, Reason.SCALE_IN, 3, None),
+        history=history(
+            (130, "recommendation", 2), (90, "recommendation", 3), (30, "recommendation", 1)
+        ),
+    ),
+    Case(
+        "a recommendation at the current size restarts the stabilization window",
+        snapshot(arrival=2_000, executors=4, partitions=4),
+        (HOLD, Reason.SCALE_DOWN_DEFERRED, None, None),
+        history=history(
+            (130, "recommendation", 1), (60, "recommendation", 4), (30, "recommendation", 1)
+        ),
     ),
     Case(
         "no scale-in while catching up",
