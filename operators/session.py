@@ -71,9 +71,9 @@ def session_conf(spec: StreamJobSpec, options: SessionOptions) -> dict[str, str]
         "spark.pyspark.python": sys.executable,
         "spark.executorEnv.PYTHONPATH": PROJECT_ROOT,
         # Keep enough SQL executions for the per-operator poller to find the latest batches.
-        "spark.sql.ui.retainedExecutions": "200",
-        "spark.ui.retainedJobs": "500",
-        "spark.ui.retainedStages": "500",
+        "spark.sql.ui.retainedExecutions": "60",
+        "spark.ui.retainedJobs": "200",
+        "spark.ui.retainedStages": "200",
     }
     conf.update(spark_conf_for(spec))
     conf.update(options.extra_conf)
@@ -205,7 +205,9 @@ class ExecutorPool:
             ):
                 break
             time.sleep(0.25)
-        return self.set_target(initial)
+        killed = self.set_target(initial)
+        self.wait_for(initial, timeout)
+        return killed
 
     def wait_for(self, n: int, timeout: float) -> bool:
         """Wait until exactly ``n`` executors are live."""

@@ -1,0 +1,226 @@
+"""``stream-autoscaler runner`` and ``stream-autoscaler checkpoint``.
+
+Usage::
+
+    stream-autoscaler runner --job k8s/samples/wordcount.yaml [--master spark://h:7077]
+        [--control-port 8081] [--metrics-port 9108] [--executors N] [--max-executors N]
+        [--token-file F] [--ready-file F]
+    stream-autoscaler checkpoint inspect DIR [--rows] | backup DIR DEST | restore BACKUP DIR
+        | repartition DIR N
+
+Without ``--master`` (and no ``spec.spark.master``) the runner starts a local mini-cluster with
+``--max-executors`` single-executor workers. Exit codes: 0 stopped cleanly, 1 the job failed,
+2 bad input (manifest, checkpoint, arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from controller.core.streamjob import StreamJob
+
+
+class ManifestError(ValueError):
+    """A manifest file that cannot be read or validated; the message names file and field."""
+
+
+def load_job(path: str) -> StreamJob:
+    """Read and validate a StreamJob manifest; ManifestError lists ``file: field: message``."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise ManifestError(f"{path}: {e}") from None
+    try:
+        return StreamJob.model_validate(data)
+    except ValidationError as e:
+        lines = [
+            f"{path}: {'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in e.errors()
+        ]
+        raise ManifestError("\n".join(lines)) from None
+
+
+def _runner_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="stream-autoscaler runner",
+                                description="Run one streaming job with its metrics and "
+                                            "control endpoints.")
+    p.add_argument("--job", required=True, help="StreamJob manifest (YAML)")
+    p.add_argument("--master", help="Spark master URL (default: spec.spark.master, else a local "
+                                    "mini-cluster)")
+    p.add_argument("--control-port", type=int, default=8081, help="0 = any free port")
+    p.add_argument("--metrics-port", type=int, default=9108, help="0 = any free port")
+    p.add_argument("--bind", default="127.0.0.1", help="address of both endpoints")
+    p.add_argument("--executors", type=int, help="executors at start (default: spec)")
+    p.add_argument("--max-executors", type=int,
+                   help="ceiling for scaling (default: the mini-cluster's size, else initial)")
+    p.add_argument("--workers", type=int, help="mini-cluster workers (default: max executors)")
+    p.add_argument("--token", help="bearer token (prefer the env var or a token file)")
+    p.add_argument("--token-file", help="token file; created with a new token if absent "
+                                        "(default: .stream-autoscaler/<job>.token)")
+    p.add_argument("--log-dir", help="mini-cluster logs (default: .stream-autoscaler/<job>/)")
+    p.add_argument("--ready-file", help="write {control, metrics, sparkUi, pid} here when ready")
+    return p
+
+
+def runner_main(argv: list[str]) -> int:
+    """Entry point of ``stream-autoscaler runner``."""
+    args = _runner_parser().parse_args(argv)
+    try:
+        job = load_job(args.job)
+    except ManifestError as e:
+        print(e, file=sys.stderr)
+        return 2
+    from operators.cluster import ClusterError, MiniCluster, free_port
+    from operators.control import ControlServer, load_token
+    from operators.runner import JobRunner, RunnerOptions
+    from operators.state import CheckpointError
+
+    spec, name = job.spec, job.metadata.name
+    home = Path(".stream-autoscaler")
+    try:
+        token = load_token(args.token, args.token_file or home / f"{name}.token")
+    except (OSError, ValueError) as e:
+        print(f"token: {e}", file=sys.stderr)
+        return 2
+    master = args.master or spec.spark.master
+    initial = args.executors if args.executors is not None else spec.executors.initial
+    max_executors = args.max_executors or max(initial, 1)
+    cluster = None
+    stop_requested = threading.Event()
+    runner = None
+    servers: list[Any] = []
+    try:
+        if master is None:
+            workers = args.workers or max_executors
+            cluster = MiniCluster(workers=workers, cores_per_worker=spec.executors.cores,
+                                  memory_per_worker=_worker_memory(spec.executors.memory),
+                                  log_dir=Path(args.log_dir or home / name / "cluster"))
+            cluster.start()
+            master = cluster.master_url
+            max_executors = args.max_executors or workers
+        runner = JobRunner(job, RunnerOptions(master=master, max_executors=max_executors,
+                                              executors=initial))
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop_requested.set())
+        runner.start()
+        control = ControlServer(runner, token, args.bind, args.control_port or 0).start()
+        servers.append(control)
+        metrics_port = args.metrics_port or free_port()
+        servers.append(runner.metrics.serve(metrics_port, args.bind))
+        ready = {"control": f"http://{args.bind}:{control.port}",
+                 "metrics": f"http://{args.bind}:{metrics_port}/metrics",
+                 "sparkUi": runner.pool.ui_url if runner.pool else None,
+                 "master": master, "pid": os.getpid(), "queryId": runner.query_id}
+        if args.ready_file:
+            tmp = Path(args.ready_file + ".tmp")
+            tmp.write_text(json.dumps(ready) + "\n", encoding="utf-8")
+            tmp.replace(args.ready_file)
+        print(f"runner ready: {json.dumps(ready)}", file=sys.stderr, flush=True)
+        while not runner.wait_stopped(0.5):
+            if stop_requested.is_set() and runner.action is None and runner.phase != "Stopping":
+                try:
+                    runner.submit("stop")
+                except Exception:
+                    break
+        return 1 if runner.phase == "Failed" else 0
+    except ClusterError as e:
+        print(f"mini-cluster: {e}", file=sys.stderr)
+        return 2
+    except CheckpointError as e:
+        print(f"refusing to start: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # JobDefinitionError and friends: named problem, no traceback
+        print(f"{args.job}: {e}", file=sys.stderr)
+        return 2
+    finally:
+        for s in servers:
+            _close(s)
+        if runner is not None:
+            runner.shutdown()
+        if cluster is not None:
+            cluster.stop()
+
+
+def checkpoint_main(argv: list[str]) -> int:
+    """Entry point of ``stream-autoscaler checkpoint``."""
+    p = argparse.ArgumentParser(prog="stream-autoscaler checkpoint",
+                                description="Inspect, back up, restore or repartition a "
+                                            "checkpoint (its query must be stopped).")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="ACTION")
+    i = sub.add_parser("inspect", help="last committed batch, partitions, state per operator")
+    i.add_argument("dir")
+    i.add_argument("--rows", action="store_true", help="count state rows (starts local Spark)")
+    i.add_argument("--job", help="refuse if the checkpoint belongs to another job")
+    b = sub.add_parser("backup", help="copy at the last committed batch")
+    b.add_argument("dir")
+    b.add_argument("dest")
+    r = sub.add_parser("restore", help="restore a backup into a new checkpoint directory")
+    r.add_argument("backup")
+    r.add_argument("dir")
+    rp = sub.add_parser("repartition", help="repartition state offline (starts local Spark)")
+    rp.add_argument("dir")
+    rp.add_argument("partitions", type=int)
+    args = p.parse_args(argv)
+    from operators import state
+
+    try:
+        if args.cmd == "inspect":
+            info = state.inspect(args.dir, expected_job=args.job)
+            out = info.to_dict()
+            if args.rows and info.last_committed_batch is not None:
+                spark = _local_spark()
+                rows = state.state_rows(spark, args.dir)
+                for op in out["operators"]:
+                    op["rows"] = rows.get(op["operatorId"])
+            print(json.dumps(out, indent=2))
+        elif args.cmd == "backup":
+            print(json.dumps({"backup": args.dest, "batch": state.backup(args.dir, args.dest)}))
+        elif args.cmd == "restore":
+            print(json.dumps({"checkpoint": args.dir,
+                              "batch": state.restore(args.backup, args.dir)}))
+        else:
+            res = state.repartition(_local_spark(), args.dir, args.partitions)
+            print(json.dumps(res.__dict__))
+    except (state.CheckpointError, state.RepartitionError, FileExistsError, ValueError) as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    return 0
+
+
+def _local_spark() -> Any:
+    from pyspark.sql import SparkSession
+
+    from operators.job import PROVIDER_KEY, ROCKSDB_PROVIDER
+
+    return (SparkSession.builder.master("local[2]").config(PROVIDER_KEY, ROCKSDB_PROVIDER)
+            .config("spark.ui.enabled", "false").getOrCreate())
+
+
+def _worker_memory(executor_memory: str) -> str:
+    """Worker memory: the executor heap plus room (Spark adds overhead on top of the heap)."""
+    units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+    s = executor_memory.lower()
+    mb = float(s[:-1]) * units[s[-1]] if s[-1] in units else float(s) / (1024 * 1024)
+    return f"{int(mb * 2) + 256}m"
+
+
+def _close(server: Any) -> None:
+    try:
+        if hasattr(server, "stop"):
+            server.stop()
+        elif isinstance(server, tuple):
+            server[0].shutdown()
+        elif hasattr(server, "shutdown"):
+            server.shutdown()
+    except Exception:
+        pass

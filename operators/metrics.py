@@ -1,0 +1,401 @@
+"""Per-batch and per-operator metrics of a running query, exported for Prometheus.
+
+Usage::
+
+    metrics = RunnerMetrics(job="wordcount", stateful=["counts"])
+    spark.streams.addListener(ProgressListener(metrics, backlog=backlog_fn))
+    poller = StagePoller(metrics, rest=pool.rest, query_id=lambda: query.id); poller.start()
+    metrics.serve(port=9108)                       # GET /metrics
+
+Two sources, because neither has everything (DESIGN.md §5):
+
+* the ``StreamingQueryListener`` (``onQueryProgress``, once per batch, on Spark's listener
+  thread): rates, batch duration and its parts, state rows/bytes/memory/partitions per stateful
+  operator, source offsets (hence the backlog), the last committed batch. It only parses JSON and
+  sets gauges, then hands the batch id to the poller.
+* the driver UI REST API, polled by :class:`StagePoller` on its own thread (never the query's):
+  the batch's SQL executions (tagged ``batch = N``) → their jobs → their stages, giving per stage
+  the task count (= partitions), rows, busy task time, wall time, max and median task time
+  (skew), and which executor ran each task.
+
+Stage names: a stage that reads no shuffle is the read stage (``source``); stages that read a
+shuffle are the stateful operators in pipeline order (``stateful``), any beyond them
+``stateless``. Every metric name is listed in docs/runner.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Summary,
+    disable_created_metrics,
+    start_http_server,
+)
+from pyspark.sql.streaming import StreamingQueryListener
+
+disable_created_metrics()  # the *_created series only add noise for gauges-like counters
+P = "stream_autoscaler_"
+PHASES = ("Starting", "Running", "Scaling", "Repartitioning", "Stopping", "Stopped", "Failed")
+BATCH_PARTS = ("addBatch", "commitOffsets", "getBatch", "latestOffset", "queryPlanning",
+               "walCommit", "triggerExecution")
+
+
+@dataclass
+class Backlog:
+    """What the source says is waiting: records and the age of the oldest (None = unknown)."""
+
+    records: float | None = None
+    age_seconds: float | None = None
+    arrived_total: float | None = None
+    """Records that have arrived since the run start (latest offset), for the arrival rate."""
+
+
+class RunnerMetrics:
+    """The Prometheus registry of one runner, and the latest values for ``/status``."""
+
+    def __init__(self, job: str, stateful: Sequence[str] = ()) -> None:
+        self.job = job
+        self.stateful = list(stateful)
+        self.registry = CollectorRegistry()
+        self.latest: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._arrivals: tuple[float, float] | None = None
+        self._input_rows: dict[int, float] = {}
+        r, j, jo = self.registry, ["job"], ["job", "operator"]
+
+        def g(name: str, doc: str, labels: list[str] = j) -> Gauge:
+            return Gauge(P + name, doc, labels, registry=r)
+
+        def c(name: str, doc: str, labels: list[str] = j) -> Counter:
+            return Counter(P + name, doc, labels, registry=r)
+
+        def s(name: str, doc: str, labels: list[str] = j) -> Summary:
+            return Summary(P + name, doc, labels, registry=r)
+
+        self.up = g("up", "1 while the runner is up.")
+        self.phase = g("phase", "1 for the runner's current lifecycle phase.", ["job", "phase"])
+        self.arrival_rate = g("arrival_rows_per_second", "Records/s arriving at the source.")
+        self.input_rate = g("input_rows_per_second", "Records/s read by the last batch (Spark).")
+        self.processed_rate = g("processed_rows_per_second", "Records/s the last batch processed.")
+        self.input_rows = c("input_rows", "Records read by committed batches.")
+        self.batches = c("batches", "Committed batches.")
+        self.batch_duration = g("last_batch_duration_seconds", "Duration of the last batch.")
+        self.batch_duration_sum = s("batch_duration_seconds", "Batch durations.")
+        self.batch_part = g("last_batch_part_seconds", "Last batch's durationMs parts.",
+                            ["job", "part"])
+        self.batch_part_sum = s("batch_part_seconds", "Batch durationMs parts.", ["job", "part"])
+        self.overhead = g("last_batch_overhead_seconds", "Last batch's fixed driver time "
+                          "(trigger execution minus addBatch).")
+        self.overhead_sum = s("batch_overhead_seconds", "Per-batch fixed driver time.")
+        self.trigger = g("trigger_interval_seconds", "Trigger interval (0 = as fast as possible).")
+        self.backlog_records = g("backlog_records", "Records arrived but not yet processed.")
+        self.backlog_age = g("backlog_age_seconds", "Age of the oldest unprocessed record.")
+        self.executors = g("executors", "Live executors.")
+        self.executor_cores = g("executor_cores", "Cores (task slots) per executor.")
+        self.target_executors = g("target_executors", "Executors last requested.")
+        self.task_slots = g("task_slots", "Live executors x cores per executor.")
+        self.source_partitions = g("source_partitions", "Source partitions: the read-stage cap.")
+        self.state_partitions = g("state_partitions", "State partitions (shuffle partitions).")
+        self.last_batch = g("last_committed_batch", "Id of the last committed batch.")
+        self.last_progress = g("last_progress_timestamp_seconds", "Unix time of the last batch.")
+        self.failures = c("query_failures", "Query terminations with an error.")
+        self.failed_tasks = c("failed_tasks", "Failed tasks in the job's stages.")
+        self.actions = c("actions", "Control actions by kind and outcome.",
+                         ["job", "action", "outcome"])
+        self.action_seconds = g("last_action_seconds", "Duration of the last action by step.",
+                                ["job", "action", "step"])
+        self.state_rows = g("state_rows", "Keys in state, per stateful operator.", jo)
+        self.state_bytes = g("state_bytes", "State size on disk (RocksDB SST files).", jo)
+        self.state_memory = g("state_memory_bytes", "State store memory in use.", jo)
+        self.state_op_partitions = g("state_operator_partitions", "State partitions per "
+                                     "stateful operator.", jo)
+        self.state_rows_updated = c("state_rows_updated", "State rows updated.", jo)
+        jok = ["job", "operator", "kind"]
+        self.stage_rows = c("stage_rows", "Rows into each stage.", jok)
+        self.stage_busy = c("stage_busy_seconds", "Task run time summed over a stage's tasks.", jok)
+        self.stage_wall = c("stage_wall_seconds", "Stage wall time (first launch to completion).",
+                            jok)
+        self.stage_batches = c("stage_batches", "Batches in which the stage ran.", jok)
+        self.stage_tasks = g("stage_tasks", "Tasks of the stage in the last batch (partitions).",
+                             jok)
+        self.stage_max_task = g("stage_max_task_seconds", "Longest task, last batch.", jok)
+        self.stage_median_task = g("stage_median_task_seconds", "Median task, last batch.", jok)
+        self.executor_tasks = c("executor_tasks", "Tasks run per executor.", ["job", "executor"])
+        self.up.labels(job).set(1)
+        self.set_phase("Starting")
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> Any:
+        """Serve ``/metrics`` on ``addr:port`` in a daemon thread; returns the server."""
+        return start_http_server(port, addr=addr, registry=self.registry)
+
+    def set_phase(self, phase: str) -> None:
+        for p in PHASES:
+            self.phase.labels(self.job, p).set(1 if p == phase else 0)
+
+    def set_executors(self, live: int | None, target: int | None, cores: int) -> None:
+        self.executor_cores.labels(self.job).set(cores)
+        if live is not None:
+            self.executors.labels(self.job).set(live)
+            self.task_slots.labels(self.job).set(live * cores)
+        if target is not None:
+            self.target_executors.labels(self.job).set(target)
+
+    def observe_progress(self, p: dict[str, Any], backlog: Backlog | None) -> None:
+        """One ``StreamingQueryProgress`` (as JSON dict): set every per-batch metric."""
+        j = self.job
+        now = time.time()
+        dur = p.get("durationMs") or {}
+        rows = float(p.get("numInputRows") or 0)
+        total = (dur.get("triggerExecution") or p.get("batchDuration") or 0) / 1000.0
+        overhead = max(0.0, total - (dur.get("addBatch") or 0) / 1000.0)
+        self.batches.labels(j).inc()
+        self.input_rows.labels(j).inc(rows)
+        self.batch_duration.labels(j).set(total)
+        self.batch_duration_sum.labels(j).observe(total)
+        self.overhead.labels(j).set(overhead)
+        self.overhead_sum.labels(j).observe(overhead)
+        for part in BATCH_PARTS:
+            if part in dur:
+                self.batch_part.labels(j, part).set(dur[part] / 1000.0)
+                self.batch_part_sum.labels(j, part).observe(dur[part] / 1000.0)
+        _set(self.input_rate.labels(j), p.get("inputRowsPerSecond"))
+        _set(self.processed_rate.labels(j), p.get("processedRowsPerSecond"))
+        self.last_batch.labels(j).set(int(p.get("batchId", -1)))
+        self.last_progress.labels(j).set(now)
+        for i, op in enumerate(p.get("stateOperators") or []):
+            name = self.stateful[i] if i < len(self.stateful) else f"stateful-{i}"
+            custom = op.get("customMetrics") or {}
+            self.state_rows.labels(j, name).set(op.get("numRowsTotal") or 0)
+            self.state_memory.labels(j, name).set(op.get("memoryUsedBytes") or 0)
+            self.state_bytes.labels(j, name).set(
+                custom.get("rocksdbSstFileSize", op.get("memoryUsedBytes") or 0))
+            self.state_rows_updated.labels(j, name).inc(op.get("numRowsUpdated") or 0)
+            if op.get("numShufflePartitions"):
+                self.state_op_partitions.labels(j, name).set(op["numShufflePartitions"])
+                self.state_partitions.labels(j).set(op["numShufflePartitions"])
+        arrival = None
+        if backlog is not None:
+            _set(self.backlog_records.labels(j), backlog.records)
+            _set(self.backlog_age.labels(j), backlog.age_seconds)
+            if backlog.arrived_total is not None:
+                prev = self._arrivals
+                if prev is not None and now > prev[0]:
+                    arrival = (backlog.arrived_total - prev[1]) / (now - prev[0])
+                self._arrivals = (now, backlog.arrived_total)
+        if arrival is None:
+            arrival = p.get("inputRowsPerSecond")
+        _set(self.arrival_rate.labels(j), arrival)
+        with self._lock:
+            self._input_rows[int(p.get("batchId", -1))] = rows
+            while len(self._input_rows) > 64:
+                self._input_rows.pop(min(self._input_rows))
+            self.latest.update(
+                batch=p.get("batchId"), batch_duration_seconds=total, overhead_seconds=overhead,
+                input_rows_per_second=p.get("inputRowsPerSecond"),
+                processed_rows_per_second=p.get("processedRowsPerSecond"),
+                arrival_rows_per_second=arrival,
+                backlog_records=backlog.records if backlog else None,
+                backlog_age_seconds=backlog.age_seconds if backlog else None,
+                progress_at=now,
+            )
+
+    def observe_stages(self, batch: int, stages: list[StageSample]) -> None:
+        """The REST poller's view of one batch: per-stage counters and last-batch gauges."""
+        j = self.job
+        stateful = iter(self.stateful)
+        placement: dict[str, int] = {}
+        with self._lock:
+            batch_rows = self._input_rows.get(batch)
+        sources = [st for st in stages if st.kind == "source"]
+        if batch_rows is not None and sources:  # the listener's count is exact; stage I/O is not
+            for st in sources:
+                st.rows = batch_rows / len(sources)
+        for st in stages:
+            if st.kind == "source":
+                name = "source"
+            else:
+                name = next(stateful, None) or "stateless"
+                st.kind = "stateful" if name != "stateless" else "stateless"
+            labels = (j, name, st.kind)
+            self.stage_rows.labels(*labels).inc(st.rows)
+            self.stage_busy.labels(*labels).inc(st.busy_seconds)
+            self.stage_wall.labels(*labels).inc(st.wall_seconds)
+            self.stage_batches.labels(*labels).inc()
+            self.stage_tasks.labels(*labels).set(st.tasks)
+            self.stage_max_task.labels(*labels).set(st.max_task_seconds)
+            self.stage_median_task.labels(*labels).set(st.median_task_seconds)
+            if st.failed_tasks:
+                self.failed_tasks.labels(j).inc(st.failed_tasks)
+            for ex, n in st.tasks_by_executor.items():
+                self.executor_tasks.labels(j, ex).inc(n)
+                if st.kind == "stateful":
+                    placement[ex] = placement.get(ex, 0) + n
+            st.name = name
+        with self._lock:
+            self.latest["stages_batch"] = batch
+            self.latest["stages"] = [s.to_dict() for s in stages]
+            self.latest["stateful_tasks_by_executor"] = placement
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self.latest)
+
+
+@dataclass
+class StageSample:
+    """One stage of one batch, from the REST API."""
+
+    stage_id: int
+    kind: str
+    tasks: int
+    rows: float
+    busy_seconds: float
+    wall_seconds: float
+    max_task_seconds: float
+    median_task_seconds: float
+    failed_tasks: int = 0
+    tasks_by_executor: dict[str, int] = field(default_factory=dict)
+    name: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def stage_sample(stage: dict[str, Any]) -> StageSample:
+    """A StageSample from ``/stages/<id>?details=true`` (one attempt's JSON)."""
+    tasks = [t for t in (stage.get("tasks") or {}).values() if t.get("status") == "SUCCESS"]
+    runs = [float((t.get("taskMetrics") or {}).get("executorRunTime", 0)) / 1000 for t in tasks]
+    placement: dict[str, int] = {}
+    for t in tasks:
+        placement[str(t.get("executorId"))] = placement.get(str(t.get("executorId")), 0) + 1
+    shuffle_read = float(stage.get("shuffleReadRecords") or 0)
+    rows = shuffle_read or float(stage.get("inputRecords") or 0) or float(
+        stage.get("shuffleWriteRecords") or 0)
+    return StageSample(
+        stage_id=int(stage["stageId"]),
+        kind="stateful" if shuffle_read > 0 or stage.get("shuffleReadBytes") else "source",
+        tasks=int(stage.get("numTasks") or len(tasks)),
+        rows=rows,
+        busy_seconds=float(stage.get("executorRunTime") or 0) / 1000,
+        wall_seconds=_wall(stage),
+        max_task_seconds=max(runs, default=0.0),
+        median_task_seconds=statistics.median(runs) if runs else 0.0,
+        failed_tasks=int(stage.get("numFailedTasks") or 0),
+        tasks_by_executor=placement,
+    )
+
+
+class StagePoller(threading.Thread):
+    """Reads each committed batch's stages from the driver UI REST API, off the query thread."""
+
+    def __init__(self, metrics: RunnerMetrics, rest: Callable[[str], Any],
+                 query_id: Callable[[], str | None]) -> None:
+        super().__init__(name="stage-poller", daemon=True)
+        self.metrics, self.rest, self.query_id = metrics, rest, query_id
+        self.batches: queue.Queue[int | None] = queue.Queue(maxsize=64)
+        self._pending: dict[int, list[int]] = {}
+        self.errors = 0
+
+    def submit(self, batch: int) -> None:
+        """Called from the listener: cheap, never blocks (drops when the poller lags)."""
+        with contextlib.suppress(queue.Full):
+            self.batches.put_nowait(batch)
+
+    def stop(self) -> None:
+        self.batches.put(None)
+
+    def run(self) -> None:
+        while True:
+            batch = self.batches.get()
+            if batch is None:
+                return
+            try:
+                self._poll(batch)
+            except Exception:  # the UI may be busy or restarting: the next batch tries again
+                self.errors += 1
+
+    def _poll(self, batch: int) -> None:
+        qid = self.query_id()
+        # The UI keeps the last spark.sql.ui.retainedExecutions (the runner sets 60) executions.
+        execs = self.rest("sql?details=false&offset=0&length=1000")
+        tag = f"batch = {batch}"
+        jobs: list[int] = []
+        for e in execs:
+            desc = e.get("description") or ""
+            if desc.rstrip().endswith(tag) and (qid is None or qid in desc):
+                jobs += list(e.get("successJobIds") or []) + list(e.get("failedJobIds") or [])
+        stage_ids: list[int] = []
+        for job in sorted(set(jobs)):
+            stage_ids += self.rest(f"jobs/{job}").get("stageIds") or []
+        samples = []
+        for sid in sorted(set(stage_ids)):
+            attempts = self.rest(f"stages/{sid}?details=true")
+            done = [a for a in attempts if a.get("status") == "COMPLETE"]
+            if done:
+                samples.append(stage_sample(done[-1]))
+        if samples:
+            self.metrics.observe_stages(batch, samples)
+
+
+class ProgressListener(StreamingQueryListener):
+    """Feeds :class:`RunnerMetrics` from ``onQueryProgress``; errors feed the failure counter."""
+
+    def __init__(self, metrics: RunnerMetrics, backlog: Callable[[dict[str, Any]], Backlog | None],
+                 poller: StagePoller | None = None,
+                 on_progress: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.metrics, self.backlog, self.poller, self.on_progress = (
+            metrics, backlog, poller, on_progress)
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            p = json.loads(event.progress.json)
+            try:
+                backlog = self.backlog(p)
+            except Exception:
+                backlog = None
+            self.metrics.observe_progress(p, backlog)
+            if self.poller is not None and p.get("numInputRows"):
+                self.poller.submit(int(p["batchId"]))
+            if self.on_progress is not None:
+                self.on_progress(p)
+        except Exception:  # a listener must never break the query
+            pass
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if getattr(event, "exception", None):
+            self.metrics.failures.labels(self.metrics.job).inc()
+
+
+def _set(gauge: Any, value: Any) -> None:
+    if isinstance(value, (int, float)) and value == value:  # NaN stays unset: unknown
+        gauge.set(float(value))
+
+
+def _wall(stage: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    def ts(s: str | None) -> float | None:
+        if not s:
+            return None
+        return datetime.strptime(s.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+    a, b = ts(stage.get("firstTaskLaunchedTime")), ts(stage.get("completionTime"))
+    return max(0.0, b - a) if a is not None and b is not None else 0.0
