@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 BATCH_DIR = re.compile(r"^batch_id=(\d+)$")
+TEXT_OPTIONS = {
+    "json": {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"},
+    "csv": {"header": "true", "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"},
+}
+"""Text formats keep timestamps to the microsecond (Spark's default stops at milliseconds)."""
 
 
 class SinkError(ValueError):
@@ -50,9 +55,7 @@ class FilesBatchWriter:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         writer = batch.write.mode("overwrite").format(self.fmt)
-        if self.fmt == "csv":
-            writer = writer.option("header", "true")
-        writer.save(self.batch_path(batch_id))
+        writer.options(**TEXT_OPTIONS.get(self.fmt, {})).save(self.batch_path(batch_id))
 
 
 def sink_writer(df: DataFrame, sink: Sink, *, query_name: str | None = None) -> DataStreamWriter:
@@ -109,9 +112,9 @@ def read_files_output(
     with_id = StructType([*schema.fields, StructField("batch_id", LongType())])
     if not dirs:
         return spark.createDataFrame([], with_id)
-    reader = spark.read.schema(schema).format(sink.format)
-    if sink.format == "csv":
-        reader = reader.option("header", "true")
+    reader = (
+        spark.read.schema(schema).format(sink.format).options(**TEXT_OPTIONS.get(sink.format, {}))
+    )
     df = reader.load(list(dirs.values()))
     batch = F.regexp_extract(F.input_file_name(), r"batch_id=(\d+)", 1).cast("bigint")
     return df.withColumn("batch_id", batch)
