@@ -517,3 +517,32 @@ def parse_offset(raw: str | Mapping[str, object]) -> dict:
     if not isinstance(value, dict) or "offset" not in value or "runStartUs" not in value:
         raise BurstSourceError(f"not a burst source offset: {raw!r}")
     return value
+
+
+@dataclass(frozen=True)
+class BurstBacklog:
+    """The backlog of a burst source at one wall time."""
+
+    arrived: int
+    """Records arrived since the run start (the latest offset)."""
+    records: int
+    """Arrived but not yet processed (``arrived`` - processed end offset)."""
+    age_seconds: float
+    """Age of the oldest unprocessed record; 0 when nothing waits."""
+
+
+def burst_backlog(
+    source: BurstSource, end_offset: str | Mapping[str, object], now: float
+) -> BurstBacklog:
+    """Backlog at wall time ``now`` (Unix s) after a batch that ended at ``end_offset`` (the
+    progress's ``sources[i].endOffset``, JSON text or dict, which carries the run start)."""
+    offset = parse_offset(end_offset)
+    clock = BurstClock.for_source(source)
+    run_start = int(offset["runStartUs"]) / 1e6
+    processed = int(offset["offset"])
+    arrived = clock.latest_offset(now, run_start)
+    return BurstBacklog(
+        arrived=arrived,
+        records=max(0, arrived - processed),
+        age_seconds=clock.backlog_age(processed, now, run_start),
+    )
