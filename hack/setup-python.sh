@@ -11,7 +11,15 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 if ! command -v java >/dev/null 2>&1; then
   echo "setup: Java 17 is required by Spark; installing openjdk-17-jre-headless" >&2
-  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq openjdk-17-jre-headless
+fi
+# Prometheus (the demo's metrics store, and a real component of the integration tests).
+if [ -z "${PROMETHEUS_BIN:-}" ] && ! command -v prometheus >/dev/null 2>&1; then
+  echo "setup: installing Debian's prometheus package" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus
 fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip

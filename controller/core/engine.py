@@ -120,7 +120,10 @@ def _restart_in_flight(x: _Inputs) -> Decision | None:
 def _data_problem(x: _Inputs) -> Decision | None:
     s, t = x.snapshot, x.policy.timing
     if s.observed_at is None:
-        return x.hold(Reason.NO_METRICS, "no metrics for this job: holding the current size")
+        why = f" ({s.unavailable})" if s.unavailable else ""
+        return x.hold(
+            Reason.NO_METRICS, f"no metrics for this job{why}: holding the current size"
+        )
     age = x.now - s.observed_at
     if age > t.stale_after_seconds:
         return x.hold(

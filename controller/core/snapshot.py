@@ -118,6 +118,9 @@ class MetricsSnapshot(Model):
     memory_used_ratio: float | None = Field(
         default=None, ge=0, description="Executor storage+execution memory in use / available."
     )
+    unavailable: str | None = Field(
+        default=None, description="Why the metrics backend gave nothing (shown in the hold)."
+    )
     last_committed_batch: int | None = Field(
         default=None, ge=0, description="Newest committed batch id."
     )
