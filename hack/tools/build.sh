@@ -72,10 +72,13 @@ total=$SECONDS
 
 pinned k8s k8s.io/kubernetes "$KUBERNETES_VERSION"
 k8s_minor=${KUBERNETES_VERSION#v}; k8s_minor=${k8s_minor#*.}; k8s_minor=${k8s_minor%%.*}
+# What hack/lib/version.sh sets: without it /version says v0.0.0-master. The module proxy has no
+# commit hash, so gitCommit stays empty; buildDate is the release's time (reproducible).
+k8s_date=$(cd "$here/k8s" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
 k8s_ldflags=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   k8s_ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8s_minor"
-  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$k8s_date -X $pkg.gitCommit="
 done
 build k8s "$KUBERNETES_VERSION" "$k8s_ldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
@@ -88,6 +91,12 @@ build etcd "$ETCD_VERSION" "" etcd=.
 
 pinned helm helm.sh/helm/v3 "$HELM_VERSION"
 helm_ldflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+# Without these, `helm template` and `helm lint` assume Kubernetes v1.20 and reject charts that
+# declare a newer kubeVersion. Helm's Makefile derives them from its client-go (v0.X -> 1.X).
+helm_kube_minor=$(awk '$1 == "k8s.io/client-go" {split($2, v, "."); print v[2]; exit}' "$here/helm/go.mod")
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+  helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$helm_kube_minor"
+done
 build helm "$HELM_VERSION" "$helm_ldflags" helm=helm.sh/helm/v3/cmd/helm
 
 pinned kwok sigs.k8s.io/kwok "$KWOK_VERSION"

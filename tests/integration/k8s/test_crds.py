@@ -1,0 +1,260 @@
+"""The generated CRDs against a real API server: what they accept, what they reject and how
+the rejection names the field, and the printer columns of `kubectl get streamjobs`."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+from k8s_tier import REPO, Tool
+
+pytestmark = pytest.mark.k8s
+
+SAMPLES = REPO / "k8s" / "samples"
+Doc = dict[str, Any]
+
+
+def streamjob(name: str = "sj-test") -> Doc:
+    doc: Doc = yaml.safe_load((SAMPLES / "streamjob-burst.yaml").read_text())
+    doc["metadata"] = {"name": name}
+    return doc
+
+
+def policy(name: str = "policy-test") -> Doc:
+    doc: Doc = yaml.safe_load((SAMPLES / "scalingpolicy-custom.yaml").read_text())
+    doc["metadata"] = {"name": name}
+    return doc
+
+
+def apply(kubectl: Tool, ns: str, doc: Doc, *extra: str, check: bool = True) -> Any:
+    return kubectl(
+        "apply",
+        "--validate=strict",
+        "-n",
+        ns,
+        "-f",
+        "-",
+        *extra,
+        input=json.dumps(doc),
+        check=check,
+    )
+
+
+def test_crds_are_served_with_the_short_name(kubectl: Tool, crds: list[str]) -> None:
+    assert set(crds) >= {"streamjobs.stream-autoscaler.io", "scalingpolicies.stream-autoscaler.io"}
+    resources = kubectl("api-resources", "--api-group=stream-autoscaler.io", "-o", "wide").stdout
+    assert "streamjobs" in resources and " sj " in f" {resources.replace(chr(9), ' ')} "
+    assert "scalingpolicies" in resources
+    sj = kubectl.json("get", "crd", "streamjobs.stream-autoscaler.io")
+    version = sj["spec"]["versions"][0]
+    assert version["name"] == "v1alpha1"
+    assert "status" in version["subresources"]
+
+
+def test_valid_samples_are_accepted(kubectl: Tool, crds: list[str], namespace: str) -> None:
+    apply(kubectl, namespace, policy("tight-slo"))
+    apply(kubectl, namespace, streamjob("burst-count"))
+    got = kubectl.json("get", "sj", "burst-count", "-n", namespace)
+    assert got["spec"]["source"]["type"] == "burst"
+    assert got["metadata"]["generation"] == 1
+
+
+def _set(path: str, value: Any) -> Callable[[Doc], Doc]:
+    def mutate(doc: Doc) -> Doc:
+        doc = copy.deepcopy(doc)
+        *parents, leaf = path.split(".")
+        node = doc
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+        return doc
+
+    return mutate
+
+
+# (base manifest, mutation, words the API server's answer must contain: the field and the why)
+INVALID = [
+    pytest.param(
+        policy,
+        _set("spec.executors", {"min": 9, "max": 2}),
+        ["spec.executors", "min"],
+        id="policy-executors-min-gt-max-cel",
+    ),
+    pytest.param(
+        policy,
+        _set("spec.partitions", {"min": 32, "max": 4}),
+        ["spec.partitions", "min"],
+        id="policy-partitions-min-gt-max-cel",
+    ),
+    pytest.param(
+        policy,
+        _set("spec.mode", "yolo"),
+        ["spec.mode", "Unsupported value", "yolo"],
+        id="policy-bad-enum",
+    ),
+    pytest.param(
+        policy,
+        _set("spec.executors.max", 100000),
+        ["spec.executors.max"],
+        id="policy-above-maximum",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.sink.format", "avro"),
+        ["spec.sink.format", "Unsupported value", "avro"],
+        id="job-bad-enum",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.replicas", 3),
+        ["unknown field", "spec.replicas"],
+        id="job-unknown-field",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.executors.tuning", "fast"),
+        ["unknown field", "spec.executors.tuning"],
+        id="job-unknown-nested-field",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.statePartitions", 0),
+        ["spec.statePartitions", "greater than or equal to 1"],
+        id="job-below-minimum",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.executors.memory", "lots"),
+        ["spec.executors.memory"],
+        id="job-pattern",
+    ),
+]
+
+
+@pytest.mark.parametrize(("base", "mutate", "expected"), INVALID)
+def test_invalid_objects_are_rejected_naming_the_field(
+    kubectl: Tool,
+    crds: list[str],
+    namespace: str,
+    base: Callable[[], Doc],
+    mutate: Callable[[Doc], Doc],
+    expected: list[str],
+) -> None:
+    result = apply(kubectl, namespace, mutate(base()), check=False)
+    assert result.returncode != 0, f"accepted an invalid object:\n{result.stdout}"
+    for word in expected:
+        assert word in result.stderr, f"{word!r} not in the API server's answer:\n{result.stderr}"
+
+
+def test_server_side_strict_field_validation(
+    kubectl: Tool, crds: list[str], namespace: str
+) -> None:
+    """Strict field validation is the API server's own: a raw POST with fieldValidation=Strict
+    (what any client may send), no kubectl schema in between."""
+    doc = _set("spec.unknownKnob", True)(streamjob())
+    doc["metadata"]["namespace"] = namespace
+    path = f"/apis/stream-autoscaler.io/v1alpha1/namespaces/{namespace}/streamjobs"
+    result = kubectl(
+        "create",
+        "--raw",
+        f"{path}?fieldValidation=Strict",
+        "-f",
+        "-",
+        input=json.dumps(doc),
+        check=False,
+    )
+    assert result.returncode != 0
+    assert 'unknown field "spec.unknownKnob"' in result.stderr
+
+
+def test_checkpoint_location_is_immutable(kubectl: Tool, crds: list[str], namespace: str) -> None:
+    apply(kubectl, namespace, streamjob("immutable"))
+    moved = _set("spec.checkpoint.location", "/elsewhere")(streamjob("immutable"))
+    result = apply(kubectl, namespace, moved, check=False)
+    assert result.returncode != 0, "the checkpoint location changed on a live job"
+    assert "spec.checkpoint" in result.stderr
+    # Other fields still change.
+    apply(kubectl, namespace, _set("spec.trigger.intervalSeconds", 5)(streamjob("immutable")))
+
+
+COLUMNS = [
+    "NAME",
+    "PHASE",
+    "EXECUTORS",
+    "PARTITIONS",
+    "INPUT/S",
+    "PROCESSED/S",
+    "LAG",
+    "BOTTLENECK",
+    "AGE",
+]
+
+
+def test_get_streamjobs_prints_status_columns(
+    kubectl: Tool, crds: list[str], namespace: str
+) -> None:
+    apply(kubectl, namespace, streamjob("columns"))
+    status = {
+        "phase": "Scaling",
+        "observedGeneration": 1,
+        "executors": {"current": 2, "target": 4},
+        "executorsDisplay": "2/4",
+        "partitions": 8,
+        "inputRate": 1500,
+        "processedRate": 1250,
+        "lagSeconds": 12,
+        "bottleneck": "task-slots",
+    }
+    kubectl(
+        "patch",
+        "sj",
+        "columns",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+    out = kubectl("get", "streamjobs", "-n", namespace).stdout.splitlines()
+    header, row = out[0].split(), out[1].split()
+    assert header == COLUMNS
+    values = dict(zip(header, row, strict=True))
+    assert values["NAME"] == "columns"
+    assert values["PHASE"] == "Scaling"
+    assert values["EXECUTORS"] == "2/4"
+    assert values["PARTITIONS"] == "8"
+    assert values["INPUT/S"] == "1500"
+    assert values["PROCESSED/S"] == "1250"
+    assert values["LAG"].startswith("12")
+    assert values["BOTTLENECK"] == "task-slots"
+    # The short name prints the same table.
+    assert kubectl("get", "sj", "-n", namespace).stdout.splitlines()[0].split() == COLUMNS
+
+
+def test_status_is_a_subresource(kubectl: Tool, crds: list[str], namespace: str) -> None:
+    """Status written through the main resource is dropped; through /status it does not bump
+    the generation (so observedGeneration compares against spec changes only)."""
+    job = streamjob("subresource")
+    job["status"] = {"phase": "Failed"}
+    apply(kubectl, namespace, job)
+    got = kubectl.json("get", "sj", "subresource", "-n", namespace)
+    assert got.get("status", {}).get("phase") != "Failed"
+    kubectl(
+        "patch",
+        "sj",
+        "subresource",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"phase": "Running", "observedGeneration": 1}}),
+    )
+    got = kubectl.json("get", "sj", "subresource", "-n", namespace)
+    assert got["status"]["phase"] == "Running"
+    assert got["metadata"]["generation"] == 1

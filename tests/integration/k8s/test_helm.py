@@ -1,0 +1,198 @@
+"""The Helm chart: lint, what it renders (the same RBAC as k8s/rbac/, the repo's policies as
+its default ScalingPolicies, a hardened Deployment), and install / upgrade / uninstall against
+the test bed, where kwok runs the controller's pod (marks it Running; nothing executes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from k8s_tier import CHART, REPO, Tool
+
+pytestmark = pytest.mark.k8s
+
+Doc = dict[str, Any]
+
+
+def render(helm: Tool, *args: str) -> list[Doc]:
+    out = helm(
+        "template", "stream-autoscaler", str(CHART), "--namespace", "sa-system", *args
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def by_kind(docs: list[Doc], kind: str) -> list[Doc]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_lint_is_clean(helm_offline: Tool) -> None:
+    out = helm_offline("lint", "--strict", str(CHART))
+    assert "0 chart(s) failed" in out.stdout
+    assert "[WARNING]" not in out.stdout and "[ERROR]" not in out.stdout, out.stdout
+
+
+def test_schema_rejects_unknown_values(helm_offline: Tool) -> None:
+    bad = helm_offline("template", "x", str(CHART), "--set", "controller.healthport=1", check=False)
+    assert bad.returncode != 0 and "healthport" in bad.stderr
+
+
+def test_default_policies_are_the_repos(helm_offline: Tool) -> None:
+    rendered = {d["metadata"]["name"]: d for d in by_kind(render(helm_offline), "ScalingPolicy")}
+    repo = {}
+    for f in sorted((REPO / "policies").glob("*.yaml")):
+        doc = yaml.safe_load(f.read_text())
+        repo[doc["metadata"]["name"]] = doc
+    assert repo, "policies/*.yaml missing"
+    assert set(rendered) == set(repo)
+    for name, doc in repo.items():
+        assert rendered[name]["apiVersion"] == doc["apiVersion"]
+        assert rendered[name]["spec"] == doc["spec"], (
+            f"the chart's policy {name} differs from policies/: "
+            "run python3 hack/tools/sync_chart_policies.py"
+        )
+        assert rendered[name]["metadata"]["namespace"] == "sa-system"
+
+
+def test_policies_can_be_overridden_added_and_dropped(helm_offline: Tool, tmp_path: Path) -> None:
+    values = tmp_path / "v.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "policies": {
+                    "cost-saver": None,
+                    "default": {"executors": {"max": 20}},
+                    "mine": {"mode": "recommend"},
+                },
+                "jobNamespaces": ["jobs-a", "jobs-b"],
+            }
+        )
+    )
+    got = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): d["spec"]
+        for d in by_kind(render(helm_offline, "-f", str(values)), "ScalingPolicy")
+    }
+    assert {n for _, n in got} == {"default", "latency-first", "mine"}
+    assert {ns for ns, _ in got} == {"jobs-a", "jobs-b"}
+    assert got[("jobs-a", "default")]["executors"] == {"min": 1, "max": 20}
+    assert got[("jobs-b", "mine")] == {"mode": "recommend"}
+
+
+def _rules(docs: list[Doc], kind: str) -> list[list[Doc]]:
+    return [d["rules"] for d in by_kind(docs, kind)]
+
+
+def test_chart_rbac_equals_k8s_rbac(helm_offline: Tool) -> None:
+    chart = render(helm_offline)
+    plain = [
+        d
+        for f in ("controller.yaml", "spark-driver.yaml")
+        for d in yaml.safe_load_all((REPO / "k8s" / "rbac" / f).read_text())
+        if d
+    ]
+    assert _rules(chart, "ClusterRole") == _rules(plain, "ClusterRole")
+    assert sorted(map(json.dumps, _rules(chart, "Role"))) == sorted(
+        map(json.dumps, _rules(plain, "Role"))
+    )
+
+
+def test_deployment_is_hardened(helm_offline: Tool) -> None:
+    docs = render(helm_offline)
+    (dep,) = by_kind(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["args"][:2] == ["controller", "--leader-elect"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"health": 8080, "metrics": 9090}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    (svc,) = by_kind(docs, "Service")
+    assert svc["spec"]["ports"][0]["port"] == 9090
+    assert by_kind(docs, "NetworkPolicy")
+    assert not by_kind(docs, "ServiceMonitor")
+    monitored = render(helm_offline, "--set", "serviceMonitor.enabled=true")
+    assert by_kind(monitored, "ServiceMonitor")
+
+
+def _wait_pods_running(kubectl: Tool, ns: str) -> list[Doc]:
+    kubectl(
+        "wait", "--for=jsonpath={.status.phase}=Running", "pod", "--all", "-n", ns, "--timeout=60s"
+    )
+    pods: list[Doc] = kubectl.json("get", "pods", "-n", ns)["items"]
+    return pods
+
+
+def test_install_upgrade_uninstall(helm: Tool, kubectl: Tool, crds: list[str]) -> None:
+    ns, release = "sa-helm", "stream-autoscaler"
+    helm("uninstall", release, "-n", ns, "--wait", check=False)  # a previous failed run
+    try:
+        helm(
+            "install", release, str(CHART), "-n", ns, "--create-namespace", "--wait", "--timeout=3m"
+        )
+        dep = kubectl.json("get", "deployment", release, "-n", ns)
+        assert dep["status"]["readyReplicas"] == 1
+        pods = _wait_pods_running(kubectl, ns)
+        assert all(p["spec"]["nodeName"].startswith("kwok-node-") for p in pods)
+        names = {
+            p["metadata"]["name"] for p in kubectl.json("get", "scalingpolicies", "-n", ns)["items"]
+        }
+        assert names == {"default", "latency-first", "cost-saver"}
+        assert (
+            kubectl(
+                "auth",
+                "can-i",
+                "patch",
+                "streamjobs.stream-autoscaler.io",
+                "--subresource=status",
+                "-n",
+                "anywhere",
+                f"--as=system:serviceaccount:{ns}:{release}",
+                check=False,
+            ).stdout.strip()
+            == "yes"
+        )
+
+        helm(
+            "upgrade",
+            release,
+            str(CHART),
+            "-n",
+            ns,
+            "--wait",
+            "--timeout=3m",
+            "--set",
+            "replicaCount=2",
+            "--set",
+            "policies.default.executors.max=12",
+        )
+        dep = kubectl.json("get", "deployment", release, "-n", ns)
+        assert dep["status"]["readyReplicas"] == 2
+        default = kubectl.json("get", "scalingpolicy", "default", "-n", ns)
+        assert default["spec"]["executors"]["max"] == 12
+        history = json.loads(helm("history", release, "-n", ns, "-o", "json").stdout)
+        assert [h["revision"] for h in history] == [1, 2]
+        assert history[-1]["status"] == "deployed"
+    finally:
+        helm("uninstall", release, "-n", ns, "--wait", "--timeout=2m", check=False)
+    assert "not found" in helm("status", release, "-n", ns, check=False).stderr
+    gone = kubectl(
+        "get",
+        "deployments,scalingpolicies,serviceaccounts,roles",
+        "-n",
+        ns,
+        "-l",
+        f"app.kubernetes.io/instance={release}",
+        "-o",
+        "name",
+    ).stdout
+    assert gone.strip() == ""
+    # CRDs stay (Helm never deletes crds/), so StreamJobs survive an uninstall.
+    assert kubectl("get", "crd", "streamjobs.stream-autoscaler.io", check=False).returncode == 0
+    kubectl("delete", "namespace", ns, "--wait=false")
