@@ -110,8 +110,17 @@ def runner_main(argv: list[str]) -> int:
             max_executors = args.max_executors or workers
         runner = JobRunner(job, RunnerOptions(master=master, max_executors=max_executors,
                                               executors=initial))
+        signals = [0]
+
+        def on_signal(*_: Any) -> None:
+            # First signal: stop at a batch boundary. Second: shut down now.
+            signals[0] += 1
+            stop_requested.set()
+            if signals[0] > 1:
+                raise KeyboardInterrupt
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop_requested.set())
+            signal.signal(sig, on_signal)
         runner.start()
         control = ControlServer(runner, token, args.bind, args.control_port or 0).start()
         servers.append(control)
@@ -127,12 +136,14 @@ def runner_main(argv: list[str]) -> int:
             tmp.replace(args.ready_file)
         print(f"runner ready: {json.dumps(ready)}", file=sys.stderr, flush=True)
         while not runner.wait_stopped(0.5):
-            if stop_requested.is_set() and runner.action is None and runner.phase != "Stopping":
+            if stop_requested.is_set() and runner.action is None:
                 try:
                     runner.submit("stop")
-                except Exception:
+                except Exception:  # not Running nor Failed: shut down as is
                     break
         return 1 if runner.phase == "Failed" else 0
+    except KeyboardInterrupt:
+        return 130
     except ClusterError as e:
         print(f"mini-cluster: {e}", file=sys.stderr)
         return 2

@@ -332,25 +332,39 @@ class JobRunner:
         self.query = writer.start()
         self.query_id = str(self.query.id)
 
-    def _stop_at_boundary(self, attempts: int = 5) -> None:
-        """Stop between batches; if a stop still caught a batch, resume until it commits."""
+    def _stop_at_boundary(self, gap_wait: float = 5.0) -> None:
+        """Stop between batches, so the checkpoint ends on a committed batch.
+
+        First look for a gap between triggers (``isTriggerActive`` False) for ``gap_wait`` s.
+        A job whose batches outlast the trigger interval has no gap: then stop anyway and, if
+        the stop caught a batch in flight, drain it with an ``availableNow`` run (it replays the
+        planned batch, catches up to the moment it started, and ends on a batch boundary).
+        """
         q = self.query
         assert q is not None and self.spark is not None
-        for _ in range(attempts):
-            while q.isActive and q.status.get("isTriggerActive"):
-                time.sleep(0.01)
-            q.stop()
+        deadline = time.monotonic() + gap_wait
+        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.002)
+        q.stop()
+        info = state.inspect(self.spec.checkpoint.location)
+        if info.uncommitted_batch is not None:
+            log.info("stop caught a batch in flight; draining it", batch=info.uncommitted_batch)
+            from operators.job import build_query
+
+            writer = build_query(self.spark, self.spec, query_name=self.name)
+            drain = writer.trigger(availableNow=True).start()
+            self.query = drain
+            finished = drain.awaitTermination(self.options.first_commit_timeout)
+            if not finished:
+                drain.stop()
+                raise TimeoutError("draining the batch in flight did not finish in time")
+            if drain.exception() is not None:
+                raise RuntimeError(f"draining failed: {_first_line(drain.exception() or '')}")
             info = state.inspect(self.spec.checkpoint.location)
+            if info.uncommitted_batch is not None:
+                raise RuntimeError(f"batch {info.uncommitted_batch} still uncommitted after drain")
+        with self._progress:
             self.last_committed_batch = info.last_committed_batch
-            if info.uncommitted_batch is None:
-                return
-            log.warning("stop caught a batch in flight; resuming to commit it",
-                        batch=info.uncommitted_batch)
-            before = self._committed()
-            self._start_query()
-            q = self.query
-            self._wait_commit_after(before)
-        raise RuntimeError(f"could not stop at a batch boundary in {attempts} attempts")
 
     def _committed(self) -> int:
         with self._progress:
