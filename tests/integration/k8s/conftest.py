@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
-from k8s_tier import CRD_DIR, REPO, Tool, testbed_mod, unavailable
+
+from tests.integration.k8s.k8s_tier import CRD_DIR, REPO, Tool, testbed_mod, unavailable
 
 
 @pytest.fixture(scope="session")

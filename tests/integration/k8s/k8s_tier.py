@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -10,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[3]
@@ -18,18 +16,12 @@ sys.path.insert(0, str(REPO / "hack" / "testbed"))
 
 import testbed as testbed_mod  # noqa: E402
 
+from tests.realcomponents import IN_CI, unavailable  # noqa: E402
+
 CHART = REPO / "helm" / "stream-autoscaler"
 CRD_DIR = REPO / "k8s" / "crds"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 __all__ = ["CHART", "CRD_DIR", "IN_CI", "REPO", "Tool", "testbed_mod", "unavailable"]
-
-
-def unavailable(reason: str) -> None:
-    """Skip outside CI; fail in CI, where every real component must be there."""
-    if IN_CI:
-        pytest.fail(f"CI=true and {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s_tier import CHART, REPO, Tool
+
+from tests.integration.k8s.k8s_tier import CHART, REPO, Tool
 
 pytestmark = pytest.mark.k8s
 

@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 import yaml
-from k8s_tier import CHART, REPO, Tool, shellcheck_path, unavailable
+
+from tests.integration.k8s.k8s_tier import CHART, REPO, Tool, shellcheck_path, unavailable
 
 pytestmark = pytest.mark.k8s
 

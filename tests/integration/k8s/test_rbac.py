@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
-from k8s_tier import REPO, Tool
+
+from tests.integration.k8s.k8s_tier import REPO, Tool
 
 pytestmark = pytest.mark.k8s
 
@@ -107,10 +108,11 @@ def can_i(kubectl: Tool, user: str, verb: str, resource: str, ns: str) -> bool:
 
 
 def _ids(cases: list[tuple[str, str, str]]) -> list[str]:
-    return [
-        f"{v}-{r.split('.')[0]}{'/' + r.split('/')[1] if '/' in r else ''}-{ns or 'all'}"
-        for v, r, ns in cases
-    ]
+    def short(resource: str) -> str:
+        name, _, sub = resource.partition("/")
+        return name.split(".")[0] + (f"/{sub}" if sub else "")
+
+    return [f"{verb}-{short(r)}-{ns or 'all'}" for verb, r, ns in cases]
 
 
 @pytest.mark.parametrize(("verb", "resource", "ns"), CONTROLLER_MAY, ids=_ids(CONTROLLER_MAY))
