@@ -1,0 +1,160 @@
+"""The runner as a user runs it: a subprocess on a real standalone cluster, driven over HTTP.
+
+Timings of every action are printed (``-s``) and recorded in docs/runner.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operators import state
+from operators.cli import load_job
+
+from .conftest import REPO, write_job
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _verify(job_path: Path, spark: Any) -> Any:
+    from operators.verifier import verify
+
+    result = verify(load_job(str(job_path)).spec, spark=spark)
+    assert result.ok, result.message
+    return result
+
+
+def _batches_after(runner: Any, batch: int, n: int = 2) -> dict[str, Any]:
+    return runner.wait(lambda s: (s["lastCommittedBatch"] or -1) >= batch + n, 120,
+                       f"{n} batches after {batch}")
+
+
+def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, local_spark):
+    job = write_job(tmp_path / "job", partitions=4)
+    r = start_runner(job)
+    assert r.call("GET", "/healthz")[0] == 200
+    assert r.call("GET", "/status", token="wrong")[0] == 401
+    assert r.call("POST", "/executors", {"target": 2}, token="wrong")[0] == 401
+    assert r.call("POST", "/executors", {"target": "three"})[0] == 400
+    assert r.call("POST", "/repartition", {})[1]["field"] == "partitions"
+    st = _batches_after(r, 0, 1)
+    assert st["executors"]["live"] == 1 and st["partitions"] == 4
+
+    # 1 -> 3: a conflicting request meanwhile gets 409 with the phase.
+    code, resp = r.call("POST", "/executors", {"target": 3})
+    assert code == 202
+    code, conflict = r.call("POST", "/repartition", {"partitions": 8})
+    assert code == 409 and conflict["phase"] == "Scaling"
+    up = r.wait(lambda s: (s.get("lastAction") or {}).get("id") == resp["action"], 180, "1->3")
+    act = up["lastAction"]
+    print("scale 1->3", json.dumps(act["timings"]))
+    assert act["state"] == "succeeded", act
+    assert up["executors"]["live"] == 3 and len(act["result"]["added"]) == 2
+    assert "first_task" in act["timings"], "no task ran on a new executor"
+    ran = {e["id"]: e["total_tasks"] for e in r.status()["executors"]["list"]}
+    assert all(ran[i] > 0 for i in act["result"]["added"]), ran
+    assert 'stream_autoscaler_executors{job="rt"} 3.0' in r.metrics()
+
+    # 3 -> 1: kills the two executors holding the least state.
+    down = r.action("/executors", {"target": 1})
+    print("scale 3->1", json.dumps(down["timings"]), down["result"])
+    assert down["state"] == "succeeded" and len(down["result"]["killed"]) == 2
+    assert r.status()["executors"]["live"] == 1
+
+    # 4 -> 8 -> 2 while the job runs; each verified from the offsets log and the row total.
+    for n in (8, 2):
+        act = r.action("/repartition", {"partitions": n})
+        print(f"repartition ->{n}", json.dumps(act["timings"]), act["result"])
+        assert act["state"] == "succeeded", act
+        assert act["result"]["rows_before"] == act["result"]["rows_after"]
+        cp = Path(load_job(str(job)).spec.checkpoint.location)
+        assert state.partitions_of(cp, act["result"]["repartition_batch"]) == n
+        st = _batches_after(r, act["result"]["repartition_batch"], 1)
+        assert st["partitions"] == n and st["phase"] == "Running"
+
+    # Same count: a restart at a batch boundary, no repartition.
+    act = r.action("/repartition", {"partitions": 2})
+    assert act["state"] == "succeeded" and "repartition_batch" not in act["result"]
+    assert r.stop() == 0
+    _verify(job, local_spark)
+
+    out = subprocess.run([sys.executable, "-m", "controller.cli", "checkpoint", "inspect",
+                          str(tmp_path / "job" / "cp")], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["partitions"] == 2 and info["job"] == "rt" and info["uncommittedBatch"] is None
+
+
+def test_failed_repartition_rolls_back_and_killed_driver_resumes_exactly_once(
+    start_runner, tmp_path, local_spark
+):
+    job = write_job(tmp_path / "job", partitions=4)
+    r = start_runner(job, env={"STREAM_AUTOSCALER_FAULT": "repartition-after-write"})
+    _batches_after(r, 0, 1)
+    act = r.action("/repartition", {"partitions": 8})
+    print("failed repartition", json.dumps(act["timings"]), act["result"], act["error"])
+    assert act["state"] == "failed" and "injected fault" in act["error"]
+    assert act["result"]["rolled_back"] is True
+    st = _batches_after(r, act["result"]["batch"], 2)
+    assert st["phase"] == "Running" and st["partitions"] == 4
+    assert "repartition" in st["lastError"]
+    cp = tmp_path / "job" / "cp"
+    assert all(state.partitions_of(cp, b) == 4 for b in state.checkpoint.batches(cp / "offsets"))
+
+    # SIGKILL the driver mid-stream; a new runner on the same checkpoint resumes.
+    before = st["lastCommittedBatch"]
+    r.kill()
+    r2 = start_runner(job)
+    st = _batches_after(r2, before, 2)
+    assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
+    assert r2.stop() == 0
+    result = _verify(job, local_spark)
+    print("exactly-once after kill:", result.keys_checked, "keys", result.records)
+
+
+def test_corrupt_or_foreign_checkpoint_is_refused_and_left_alone(cluster, tmp_path):
+    cases = {
+        "missing-metadata": {"offsets/0": "v1\n{}\n{\"offset\": 1}\n"},
+        "unparsable-offsets": {"metadata": '{"id":"q1"}', "offsets/0": "garbage",
+                               "commits/0": "v1\n{}\n"},
+        "foreign-job": {"metadata": '{"id":"q1"}',
+                        "stream-autoscaler.json": '{"job": "other", "queryId": "q1"}'},
+        "unsupported-provider": {
+            "metadata": '{"id":"q1"}', "commits/0": "v1\n{}\n",
+            "offsets/0": 'v1\n{"conf":{"spark.sql.streaming.stateStore.providerClass":'
+                         '"org.apache.spark.sql.execution.streaming.state.'
+                         'HDFSBackedStateStoreProvider","spark.sql.shuffle.partitions":"4"}}\n'},
+    }
+    for problem, files in cases.items():
+        job = write_job(tmp_path / problem)
+        cp = tmp_path / problem / "cp"
+        for rel, text in files.items():
+            (cp / rel).parent.mkdir(parents=True, exist_ok=True)
+            (cp / rel).write_text(text)
+        before = {p: p.read_bytes() for p in cp.rglob("*") if p.is_file()}
+        out = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "runner", "--job", str(job), "--master",
+             cluster.master_url, "--control-port", "0", "--metrics-port", "0",
+             "--token-file", str(tmp_path / "token")],
+            cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, (problem, out.stderr[-2000:])
+        assert problem in out.stderr and "Traceback" not in out.stderr, out.stderr[-2000:]
+        after = {p: p.read_bytes() for p in cp.rglob("*") if p.is_file()}
+        assert after == before, f"{problem}: the checkpoint changed"
+
+
+def test_bad_manifest_names_file_and_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: stream-autoscaler.io/v1alpha1\nkind: StreamJob\n"
+                   "metadata: {name: x}\nspec:\n  source: {type: burst, trace: t.csv}\n"
+                   "  pipeline: []\n  sink: {type: files, path: /tmp/x}\n")
+    out = subprocess.run([sys.executable, "-m", "controller.cli", "runner", "--job", str(bad)],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert f"{bad}: spec.pipeline:" in out.stderr and f"{bad}: spec.checkpoint:" in out.stderr
+    assert "Traceback" not in out.stderr
