@@ -85,7 +85,10 @@ def free_port() -> int:
 
 
 def port_free(port: int) -> bool:
+    """Whether a server could listen on the port now. SO_REUSEADDR as Go's listeners set it, so
+    connections in TIME_WAIT from a killed predecessor do not count as taken."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
