@@ -25,6 +25,12 @@ def _simulate(args: argparse.Namespace) -> int:
     return sim_cli.run(args)
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from controller.local import demo_cli
+
+    return demo_cli.run(args)
+
+
 def _runner(args: argparse.Namespace) -> int:
     from operators import cli as op_cli
 
@@ -43,6 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Elastic autoscaling for Spark Structured Streaming.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser(
+        "demo", help="the embedded closed loop: real Spark, a burst, the controller, a report"
+    )
+    demo.add_argument("--job", help="StreamJob manifest (default: k8s/samples/wordcount-demo.yaml)")
+    demo.add_argument("--policy", help="ScalingPolicy YAML (default: policies/default.yaml)")
+    demo.add_argument("--trace", help="trace CSV (default: traces/demo.csv)")
+    demo.add_argument("--duration", type=float, help="seconds to run (default: trace end)")
+    demo.add_argument(
+        "--chaos", help="kill-driver@T, kill-executor@T, kill-prometheus@T (comma-separated)"
+    )
+    demo.add_argument("--out", required=True, help="output directory")
+    demo.set_defaults(handler=_demo)
 
     sim = sub.add_parser("simulate", help="run the decision engine against a model of a job")
     sim.add_argument("--trace", required=True, help="trace CSV (t,input_rate or t,load)")

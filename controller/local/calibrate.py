@@ -1,0 +1,122 @@
+"""What ``load 1`` means for a job on this machine: one executor's measured capacity.
+
+A ``t,load`` trace gives load in multiples of one executor's capacity, so a scenario means the
+same on a 2-core laptop and a 64-core server. The capacity is measured once (one executor,
+the source far ahead so every batch is full) and cached per job shape and machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import statistics
+import time
+from pathlib import Path
+
+import structlog
+
+from controller.core.streamjob import StreamJob
+from controller.local.processes import RunnerProcess
+from controller.local.prometheus_server import free_port
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
+MEASURE_TIMEOUT_SECONDS = 300.0
+"""Give up after this long (a loaded 2-core machine needs ~60 s)."""
+WARMUP_BATCHES = 2
+"""The first batches compile code and open RocksDB; they are not counted."""
+MEASURED_BATCHES = 6
+"""Full batches to take the median over."""
+CALIBRATION_BATCH_RECORDS = 200_000
+"""Records per calibration batch (or the job's own cap if lower): a few seconds of work."""
+
+
+class CalibrationError(RuntimeError):
+    """The job made too little progress to measure its capacity."""
+
+
+SATURATING_RATE = 5_000_000
+"""Records/s the calibration source offers: far more than one executor can take."""
+
+log = structlog.get_logger("stream_autoscaler.calibrate")
+
+
+def _key(job: StreamJob) -> str:
+    import pyspark
+
+    spec = job.spec
+    shape = {
+        "pipeline": [op.to_wire() for op in spec.pipeline],
+        "source": {k: v for k, v in spec.source.to_wire().items() if k not in ("trace",)},
+        "executors": spec.executors.to_wire(),
+        "trigger": spec.trigger.to_wire(),
+        "cpus": os.cpu_count(),
+        "pyspark": pyspark.__version__,
+    }
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_unit_rate(job: StreamJob, master: str, workdir: Path) -> float:
+    """Records/s one executor sustains for ``job`` (cached in ~/.cache/stream-autoscaler)."""
+    key = _key(job)
+    cache_file = CACHE / "calibration.json"
+    cached: dict[str, float] = {}
+    if cache_file.exists():
+        try:
+            cached = json.loads(cache_file.read_text(encoding="utf-8"))
+        except ValueError:
+            cached = {}
+    if key in cached:
+        return float(cached[key])
+    rate = measure(job, master, workdir)
+    cached[key] = rate
+    CACHE.mkdir(parents=True, exist_ok=True)
+    cache_file.write_text(json.dumps(cached, indent=1), encoding="utf-8")
+    return rate
+
+
+def measure(job: StreamJob, master: str, workdir: Path) -> float:
+    """Runs the job on one executor with a saturating source; median processed rate."""
+    import yaml
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    trace = workdir / "saturate.csv"
+    trace.write_text(f"t,input_rate\n0,{SATURATING_RATE}\n", encoding="utf-8")
+    data = job.to_wire()
+    data.pop("status", None)
+    source = {k: v for k, v in data["spec"]["source"].items() if k != "loadUnitRate"}
+    cap = min(
+        source.get("maxRecordsPerBatch") or CALIBRATION_BATCH_RECORDS, CALIBRATION_BATCH_RECORDS
+    )
+    data["spec"]["source"] = {**source, "trace": str(trace), "maxRecordsPerBatch": cap}
+    data["spec"]["checkpoint"] = {"location": str(workdir / "checkpoint")}
+    data["spec"]["sink"] = {**data["spec"]["sink"], "type": "noop"}
+    data["spec"].pop("attach", None)
+    job_file = workdir / "job.yaml"
+    job_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    token = workdir / "token"
+    token.write_text(secrets.token_urlsafe(16), encoding="utf-8")
+    runner = RunnerProcess(job_file, master, workdir, free_port(), free_port(), 1, 1, token)
+    runner.start()
+    rates: dict[int, float] = {}
+    try:
+        deadline = time.monotonic() + MEASURE_TIMEOUT_SECONDS
+        client = runner.client
+        while time.monotonic() < deadline and len(rates) < MEASURED_BATCHES:
+            st = client.status()
+            batch = st.get("lastCommittedBatch")
+            rate = (st.get("rates") or {}).get("processed_rows_per_second")
+            if batch is not None and batch >= WARMUP_BATCHES and rate:
+                rates[int(batch)] = float(rate)
+            time.sleep(0.5)
+    finally:
+        runner.stop(timeout=60)
+    if len(rates) < MEASURED_BATCHES:
+        raise CalibrationError(
+            f"calibration of {job.metadata.name}: only {len(rates)} full batches in "
+            f"{MEASURE_TIMEOUT_SECONDS:g} s (see {workdir / 'runner.log'})"
+        )
+    value = statistics.median(rates.values())
+    log.info("calibrated", job=job.metadata.name, records_per_second=value, batches=len(rates))
+    return value

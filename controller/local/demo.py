@@ -1,0 +1,402 @@
+"""``stream-autoscaler demo``: the embedded closed loop on one machine.
+
+Real Spark (a standalone mini-cluster on loopback), the burst source replaying a trace, a real
+Prometheus scraping the runner, and the controller (the same pure engine as in Kubernetes)
+acting through the runner's control endpoint. Chaos (``kill-driver@T``, ``kill-executor@T``,
+``kill-prometheus@T``) is injected on schedule; a dead driver is recovered as a scale-out from the
+latest checkpoint. At the end: the exactly-once verdict, summary.json, timeline.csv/png and an
+HTML report in ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from controller.core import Action, Decision, load_trace
+from controller.core.streamjob import StreamJob
+from controller.local import report
+from controller.local.calibrate import load_unit_rate
+from controller.local.loop import Evaluation, LocalController, PolicyFile
+from controller.local.processes import RunnerProcess, executor_pids, kill_pid
+from controller.local.prometheus_server import PrometheusServer, free_port
+from controller.manifests import load_job
+from controller.metrics import PrometheusSource
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_JOB = ROOT / "k8s" / "samples" / "wordcount-demo.yaml"
+DEFAULT_POLICY = ROOT / "policies" / "default.yaml"
+DEFAULT_TRACE = ROOT / "traces" / "demo.csv"
+PROMETHEUS_OUTAGE_SECONDS = 30.0
+"""How long a kill-prometheus outage lasts before the demo restarts it."""
+CHAOS_KINDS = ("kill-driver", "kill-executor", "kill-prometheus")
+
+log = structlog.get_logger("stream_autoscaler.demo")
+
+
+class DemoError(RuntimeError):
+    """A demo that cannot run, with what to fix."""
+
+
+def parse_chaos(spec: str | None) -> list[tuple[float, str]]:
+    """``kill-driver@120,kill-prometheus@60`` -> [(60.0, 'kill-prometheus'), (120.0, ...)]."""
+    out: list[tuple[float, str]] = []
+    for part in (spec or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        kind, _, at = part.partition("@")
+        if kind not in CHAOS_KINDS:
+            raise DemoError(f"--chaos {part!r}: kind must be one of {', '.join(CHAOS_KINDS)}")
+        try:
+            out.append((float(at), kind))
+        except ValueError:
+            raise DemoError(f"--chaos {part!r}: {at!r} is not a number of seconds") from None
+    return sorted(out)
+
+
+@dataclass
+class RunnerActuator:
+    """Carries decisions out through the runner; recovery starts a new runner."""
+
+    runner: RunnerProcess
+    checkpoint: str
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    t0: float = 0.0
+    recovered_at: list[float] = field(default_factory=list)
+
+    def apply(self, d: Decision) -> None:
+        record: dict[str, Any] = {
+            "t": round(time.time() - self.t0, 1),
+            "action": d.action.value,
+            "reason": d.reason.value,
+            "executors": d.target_executors,
+            "partitions": d.target_partitions,
+        }
+        if d.action is Action.RECOVER:
+            self._recover(d)
+        else:
+            client = self.runner.client
+            if d.target_executors is not None:
+                client.set_executors(d.target_executors)
+                client.wait_idle()
+            if d.action is Action.REPARTITION and d.target_partitions is not None:
+                client.repartition(d.target_partitions)
+                last = client.wait_idle()
+                if last.get("state") == "failed":
+                    raise RuntimeError(f"repartition failed: {last.get('error')}")
+        self.actions.append(record)
+
+    def _recover(self, d: Decision) -> None:
+        import subprocess
+        import sys
+
+        self.runner.kill()  # whatever is left of the old driver
+        if d.target_partitions is not None:
+            cmd = [sys.executable, "-m", "controller.cli", "checkpoint", "repartition",
+                   self.checkpoint, str(d.target_partitions)]  # fmt: skip
+            subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+        self.runner.start(executors=d.target_executors)
+        self.recovered_at.append(time.time() - self.t0)
+
+
+def run_demo(
+    job_path: Path,
+    policy_path: Path,
+    trace_path: Path,
+    out: Path,
+    duration: float | None,
+    chaos: str | None,
+) -> dict[str, Any]:
+    """Runs the closed loop; returns the summary (also written to ``out/summary.json``)."""
+    from operators.cluster import MiniCluster
+
+    events = parse_chaos(chaos)
+    policy_file = PolicyFile(policy_path)
+    policy = policy_file.policy
+    job = load_job(job_path)
+    trace = load_trace(str(trace_path))
+    run_for = duration or trace.duration
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    _log_to(out / "controller.log")
+
+    max_executors = policy.executors.max
+    cluster = MiniCluster(
+        workers=max_executors,
+        cores_per_worker=job.spec.executors.cores,
+        memory_per_worker="1g",
+        log_dir=out / "cluster",
+    )
+    _say(f"starting a Spark mini-cluster: {max_executors} workers on loopback")
+    cluster.start()
+    prom: PrometheusServer | None = None
+    runner: RunnerProcess | None = None
+    controller: LocalController | None = None
+    try:
+        unit = None
+        if trace.unit == "load":
+            unit = load_unit_rate(job, cluster.master_url, out / "calibration")
+            _say(f"one executor of {job.metadata.name} sustains {unit:,.0f} records/s (load 1)")
+        job_file = _write_job(job, trace_path, unit, out, policy.executors.initial)
+        spec = load_job(job_file).spec
+        token_file = out / "runner.token"
+        token_file.write_text(secrets.token_urlsafe(24), encoding="utf-8")
+        runner = RunnerProcess(
+            job_file=job_file,
+            master=cluster.master_url,
+            workdir=out,
+            control_port=free_port(),
+            metrics_port=free_port(),
+            executors=spec.executors.initial,
+            max_executors=max_executors,
+            token_file=token_file,
+        )
+        prom = PrometheusServer(
+            out / "prometheus", {job.metadata.name: f"127.0.0.1:{runner.metrics_port}"}
+        ).start()
+        _say(f"Prometheus on {prom.url}; starting the runner")
+        runner.start()
+        t0 = time.time()
+        actuator = RunnerActuator(runner, spec.checkpoint.location, t0=t0)
+        marks: dict[int, Evaluation] = {}
+        controller = LocalController(
+            job.metadata.name,
+            policy_file,
+            PrometheusSource(prom.url),
+            actuator,
+            on_evaluation=lambda ev: marks.__setitem__(round(ev.time - t0), ev),
+        )
+        controller.start()
+        rows, chaos_log = _record(
+            runner, prom, cluster, controller, marks, events, t0, run_for, policy.lag.slo_seconds
+        )
+        controller.stop()
+        _say("stopping the job at a batch boundary")
+        runner.stop()
+        verdict = _verify(spec)
+        summary = report.summarize(rows, policy_file.policy.lag.slo_seconds, actuator.actions)
+        summary.update(_recovery_figures(rows, chaos_log, policy_file.policy.lag))
+        summary.update(verdict)
+        summary["chaos"] = chaos_log
+        summary["policy_reloads"] = policy_file.reloads
+        summary["policy_rejected"] = policy_file.last_error
+        summary["load_unit_rate"] = unit
+        decisions = [
+            {"t": round(ev.time - t0, 1), "reason": ev.decision.reason.value,
+             "message": ev.decision.message, "acted": ev.acted, "error": ev.error}
+            for ev in sorted(marks.values(), key=lambda e: e.time)
+        ]  # fmt: skip
+        report.write_timeline(out / "timeline.csv", rows)
+        report.plot(out / "timeline.png", rows, policy.lag.slo_seconds, f"demo: {trace_path.name}")
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        (out / "decisions.json").write_text(json.dumps(decisions, indent=1), encoding="utf-8")
+        acted = [d for d in decisions if d["acted"]]
+        report.write_html(out / "report.html", summary, out / "timeline.png", acted)
+        return summary
+    finally:
+        if controller is not None:
+            controller.stop()
+        if runner is not None and runner.alive():
+            runner.kill()
+        if prom is not None:
+            prom.stop()
+        cluster.stop()
+
+
+def _record(
+    runner: RunnerProcess,
+    prom: PrometheusServer,
+    cluster: Any,
+    controller: LocalController,
+    marks: dict[int, Evaluation],
+    events: list[tuple[float, str]],
+    t0: float,
+    run_for: float,
+    slo: float,
+) -> tuple[list[report.Row], list[dict[str, Any]]]:
+    """One timeline row a second, chaos on schedule, a live line every few seconds."""
+    rows: list[report.Row] = []
+    chaos_log: list[dict[str, Any]] = []
+    pending = list(events)
+    prom_back_at: float | None = None
+    last: dict[str, Any] = {}
+    while (t := time.time() - t0) < run_for:
+        while pending and pending[0][0] <= t:
+            _, kind = pending.pop(0)
+            chaos_log.append(_inject(kind, runner, prom, cluster, t, last))
+            if kind == "kill-prometheus":
+                prom_back_at = t + PROMETHEUS_OUTAGE_SECONDS
+        if prom_back_at is not None and t >= prom_back_at:
+            prom.start()
+            prom_back_at = None
+            chaos_log.append({"t": round(t, 1), "event": "prometheus-restarted"})
+        try:
+            last = runner.client.status()
+            phase = str(last.get("phase"))
+        except Exception:
+            phase = "Down"
+            last = {**last, "phase": phase}
+        ev = marks.get(round(t))
+        rates, backlog, ex = (
+            last.get("rates") or {},
+            last.get("backlog") or {},
+            last.get("executors") or {},
+        )
+        rows.append(
+            report.Row(
+                t=round(t, 1),
+                input_rate=rates.get("arrival_rows_per_second"),
+                processed_rate=rates.get("processed_rows_per_second"),
+                backlog_records=backlog.get("records"),
+                lag_seconds=backlog.get("ageSeconds"),
+                executors=int(ex.get("live") or 0) if phase != "Down" else 0,
+                executors_target=ex.get("target"),
+                partitions=last.get("partitions"),
+                phase=phase,
+                action=ev.decision.action.value if ev and ev.acted else "",
+                reason=ev.decision.reason.value if ev else "",
+            )
+        )
+        if len(rows) % 5 == 1:
+            _live(rows[-1], controller, slo)
+        time.sleep(max(0.0, 1.0 - ((time.time() - t0) - t)))
+    return rows, chaos_log
+
+
+def _inject(
+    kind: str,
+    runner: RunnerProcess,
+    prom: PrometheusServer,
+    cluster: Any,
+    t: float,
+    status: dict[str, Any],
+) -> dict[str, Any]:
+    event: dict[str, Any] = {"t": round(t, 1), "event": kind}
+    if kind == "kill-driver":
+        event["last_committed_batch"] = status.get("lastCommittedBatch")
+        runner.kill()
+    elif kind == "kill-prometheus":
+        prom.kill()
+    else:
+        workers = [p.popen.pid for p in cluster._procs if p.name.startswith("worker")]
+        pids = executor_pids(workers)
+        if pids:
+            kill_pid(pids[-1])
+            event["pid"] = pids[-1]
+        else:
+            event["error"] = "no executor to kill"
+    _say(f"CHAOS t={t:.0f}s: {kind}")
+    log.warning("chaos", **event)
+    return event
+
+
+def _recovery_figures(
+    rows: list[report.Row], chaos: list[dict[str, Any]], lag: Any
+) -> dict[str, Any]:
+    """kill -> first committed batch, and kill -> backlog drained, for each driver kill."""
+    figures: dict[str, Any] = {}
+    for ev in chaos:
+        if ev["event"] != "kill-driver":
+            continue
+        after = [r for r in rows if r.t > ev["t"]]
+        up = next((r for r in after if r.phase not in ("Down", "Starting")), None)
+        drained = None
+        if up is not None:
+            drained = next(
+                (
+                    r
+                    for r in after
+                    if r.t >= up.t and (r.lag_seconds or 0) <= lag.backlog_tolerance_seconds
+                ),
+                None,
+            )
+        figures["recovery_seconds"] = round(up.t - ev["t"], 1) if up else None
+        figures["drain_seconds"] = round(drained.t - ev["t"], 1) if drained else None
+    return figures
+
+
+def _verify(spec: Any) -> dict[str, Any]:
+    """The exactly-once verdict (a local Spark session reads the checkpoint and the sink)."""
+    from pyspark.sql import SparkSession
+
+    from operators.verifier import verify
+
+    spark = SparkSession.builder.master("local[2]").appName("verify").getOrCreate()
+    try:
+        result = verify(spec, spark=spark)
+    finally:
+        spark.stop()
+    committed = sum(result.records.values()) if result.records else None
+    return {
+        "exactly_once": bool(result.ok),
+        "records_in": committed,
+        "records_out": result.keys_checked,
+        "verification": {k: v for k, v in result.__dict__.items() if k != "examples"},
+    }
+
+
+def _write_job(
+    job: StreamJob, trace: Path, unit: float | None, out: Path, initial: int | None
+) -> Path:
+    """The job manifest for this run: the trace, the load unit, fresh checkpoint and sink."""
+    data = job.to_wire()
+    data.pop("status", None)
+    src = data["spec"]["source"]
+    if src.get("type") != "burst":
+        raise DemoError(
+            f"the demo replays a trace through the burst source; {job.metadata.name} "
+            f"reads {src.get('type')}"
+        )
+    src["trace"] = str(trace.resolve())
+    if unit is not None:
+        src["loadUnitRate"] = unit
+    data["spec"]["checkpoint"] = {"location": str(out / "checkpoint")}
+    data["spec"]["sink"] = {**data["spec"]["sink"], "type": "files", "path": str(out / "sink")}
+    if initial is not None:
+        data["spec"].setdefault("executors", {})["initial"] = initial
+    path = out / "job.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _live(row: report.Row, controller: LocalController, slo: float) -> None:
+    d = controller.last.decision if controller.last else None
+    why = f" | {d.reason.value}: {d.message[:90]}" if d else ""
+    lag = "-" if row.lag_seconds is None else f"{row.lag_seconds:.1f}s"
+    rate = "-" if row.input_rate is None else f"{row.input_rate:,.0f}"
+    done = "-" if row.processed_rate is None else f"{row.processed_rate:,.0f}"
+    backlog = "-" if row.backlog_records is None else f"{row.backlog_records:,.0f}"
+    print(
+        f"t={row.t:5.0f}s in {rate:>9}/s done {done:>9}/s backlog {backlog:>10} lag {lag:>6} "
+        f"exec {row.executors}/{row.executors_target} parts {row.partitions} {row.phase}{why}",
+        flush=True,
+    )
+
+
+def _say(text: str) -> None:
+    print(f"demo: {text}", flush=True)
+
+
+def _log_to(path: Path) -> None:
+    """Structured JSON logs (structlog) to a file; the terminal gets the live view."""
+    logfile = path.open("a", encoding="utf-8")
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.WriteLoggerFactory(file=logfile),
+        cache_logger_on_first_use=False,
+    )

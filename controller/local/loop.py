@@ -1,0 +1,168 @@
+"""The local controller: evaluate on a schedule, decide, act through the runner.
+
+collect (a MetricsSnapshot from Prometheus) -> decide (the pure engine) -> act (the runner's
+control endpoint, or a recovery callback) -> remember (the bounded history). The policy file is
+re-read when it changes; an invalid edit is rejected with its validation message and the last
+good policy stays in force.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import structlog
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from controller.core import Action, Decision, MetricsSnapshot, ScalingHistory, decide, record
+from controller.core.policy import ScalingPolicySpec
+from controller.manifests import ManifestError, load_policy
+from controller.metrics.prometheus import SnapshotSource
+from controller.metrics.promql import Window
+
+log = structlog.get_logger("stream_autoscaler.controller")
+
+
+class PolicyFile:
+    """A ScalingPolicy file, re-read when its modification time changes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.policy = load_policy(self.path).spec  # the first load must succeed
+        self._mtime = self._stat()
+        self.last_error: str | None = None
+        self.reloads = 0
+
+    def _stat(self) -> float:
+        try:
+            return os.stat(self.path).st_mtime
+        except OSError:
+            return -1.0
+
+    def current(self) -> ScalingPolicySpec:
+        """The policy in force: the file's, or the last good one if the file is now invalid."""
+        mtime = self._stat()
+        if mtime == self._mtime:
+            return self.policy
+        self._mtime = mtime
+        try:
+            self.policy = load_policy(self.path).spec
+        except ManifestError as e:
+            self.last_error = "; ".join(e.problems)
+            log.error(
+                "policy_rejected",
+                file=str(self.path),
+                problems=e.problems,
+                keeping="last good policy",
+            )
+            return self.policy
+        self.last_error = None
+        self.reloads += 1
+        log.info("policy_reloaded", file=str(self.path), mode=self.policy.mode)
+        return self.policy
+
+
+class Actuator(Protocol):
+    """Carries a decision out. Raises on failure; the decision is then not recorded as done."""
+
+    def apply(self, decision: Decision) -> None: ...
+
+
+@dataclass
+class Evaluation:
+    """One evaluation: what was seen, what was decided, whether it was carried out."""
+
+    time: float
+    snapshot: MetricsSnapshot
+    decision: Decision
+    acted: bool = False
+    error: str | None = None
+
+
+@dataclass
+class LocalController:
+    """Evaluates one job every ``policy.timing.evaluationIntervalSeconds``."""
+
+    job: str
+    policy_file: PolicyFile
+    source: SnapshotSource
+    actuator: Actuator
+    clock: Callable[[], float] = time.time
+    on_evaluation: Callable[[Evaluation], None] | None = None
+    history: ScalingHistory = field(default_factory=ScalingHistory)
+    last: Evaluation | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _scheduler: BackgroundScheduler | None = None
+    _interval: float = 0.0
+
+    def evaluate(self) -> Evaluation:
+        """Collect, decide, act, remember. Never raises: errors become part of the record."""
+        with self._lock:
+            policy = self.policy_file.current()
+            now = self.clock()
+            snap = self.source.snapshot(self.job, Window(policy.timing.window_seconds), now)
+            decision = decide(snap, policy, self.history, now)
+            ev = Evaluation(now, snap, decision)
+            if decision.acts:
+                try:
+                    self.actuator.apply(decision)
+                    ev.acted = True
+                except Exception as e:  # the runner refused or is gone: retry next time
+                    ev.error = f"{type(e).__name__}: {e}"
+            done = decision if ev.acted else decision.model_copy(update={"enforced": False})
+            self.history = record(self.history, done, now, rate_before=snap.processed_rate)
+            self.last = ev
+            log.info(
+                "decision",
+                job=self.job,
+                action=decision.action.value,
+                reason=decision.reason.value,
+                message=decision.message,
+                target_executors=decision.target_executors,
+                target_partitions=decision.target_partitions,
+                enforced=decision.enforced,
+                acted=ev.acted,
+                error=ev.error,
+                bottleneck=decision.diagnosis.kind.value,
+                operator=decision.diagnosis.operator,
+                evidence=list(decision.diagnosis.evidence),
+            )
+            self._reschedule(policy)
+        if self.on_evaluation is not None:
+            self.on_evaluation(ev)
+        return ev
+
+    def _reschedule(self, policy: ScalingPolicySpec) -> None:
+        interval = policy.timing.evaluation_interval_seconds
+        if self._scheduler is not None and interval != self._interval:
+            self._interval = interval
+            self._scheduler.reschedule_job("evaluate", trigger="interval", seconds=interval)
+
+    def start(self) -> None:
+        """Evaluates on a timer (apscheduler), one evaluation at a time."""
+        self._interval = self.policy_file.policy.timing.evaluation_interval_seconds
+        self._scheduler = BackgroundScheduler(daemon=True)
+        self._scheduler.add_job(
+            self.evaluate,
+            "interval",
+            seconds=self._interval,
+            id="evaluate",
+            max_instances=1,
+            coalesce=True,
+        )
+        self._scheduler.start()
+
+    def stop(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=True)
+            self._scheduler = None
+
+
+def is_action(decision: Decision) -> bool:
+    """Whether a decision changes the job (for counting and markers)."""
+    return decision.action is not Action.HOLD
