@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+if os.environ.get("CI", "").lower() != "true":  # in CI a missing pyspark fails
+    pytest.importorskip("pyspark")
+
 from operators.sources.burst import expected_key_counts
 from operators.verifier import committed_progress, verify
 
@@ -54,9 +57,9 @@ def test_windowed_clicks_per_ad(spark, tmp_path, load_spec, run_available, cappe
 def test_windowed_clicks_append_mode_emits_closed_windows_once(
     spark, tmp_path, load_spec, run_available, capped
 ):
-    spec = capped(load_spec("windowed-clicks", tmp_path), 30_000)
+    spec = capped(load_spec("windowed-clicks", tmp_path), 100_000)
     spec = spec.model_copy(update={"sink": spec.sink.model_copy(update={"output_mode": "append"})})
-    run_available(spark, spec, backlog_seconds=14)
+    run_available(spark, spec, backlog_seconds=12)
 
     result = verify(spec, spark=spark)
     assert result.ok, result.message
@@ -93,6 +96,8 @@ def test_restart_replays_uncommitted_batch_exactly_once(
     assert replayed.last_committed_batch == last - 1
 
     # Restart with another run start: the checkpointed one must win, so the replay is identical.
+    # (A larger cap catches up the backlog in few batches; replayed batch N keeps its offsets.)
+    spec = capped(spec, 300_000)
     query = run_available(spark, spec, run_started_at=first.offsets["main"]["runStartUs"] / 1e6 + 1)
     after = committed_progress(spec.checkpoint.location)
     assert after.offsets["main"]["runStartUs"] == first.offsets["main"]["runStartUs"]
