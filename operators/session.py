@@ -126,11 +126,22 @@ class ExecutorPool:
 
     # --- reading ----------------------------------------------------------------------------
 
-    def rest(self, path: str, timeout: float = 5.0) -> Any:
-        """GET ``/api/v1/applications/<app>/<path>`` from the driver UI, parsed JSON."""
+    def rest(self, path: str, timeout: float = 20.0, attempts: int = 3) -> Any:
+        """GET ``/api/v1/applications/<app>/<path>`` from the driver UI, parsed JSON.
+
+        The UI answers in ~60 ms, but seconds when the driver is busy (start-up, a loaded
+        machine): retried, then the OSError propagates.
+        """
         url = f"{self.ui_url}/api/v1/applications/{self.app_id}/{path}"
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return json.loads(r.read())
+        for attempt in range(attempts):
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as r:
+                    return json.loads(r.read())
+            except OSError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(1.0)
+        raise AssertionError("unreachable")
 
     def live(self) -> list[ExecutorInfo]:
         """Active executors (the driver excluded), oldest first."""
