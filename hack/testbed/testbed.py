@@ -5,8 +5,9 @@ kube-scheduler and kwok with fake nodes, started from the binaries `hack/tools/b
     python3 hack/testbed/testbed.py up | down | status     (what `make testbed[-down]` run)
 
     sys.path.insert(0, "hack/testbed"); import testbed
-    bed = testbed.ensure_up()      # reuses healthy components, (re)starts the rest
+    bed = testbed.ensure_up(user=os.getpid())  # reuse healthy components, (re)start the rest
     bed.env["KUBECONFIG"]; bed.env["TESTBED_APISERVER"]; bed.admin_token
+    testbed.release(os.getpid())   # the last user stops a test bed that `make testbed` did not pin
     testbed.down()                 # stops only the processes it started (pids in state.json)
 
 Everything lives in .testbed/ (override with TESTBED_DIR): state.json (ports, pids, argv),
@@ -26,11 +27,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from testbed_pki import SERVICE_CIDR, Pki  # noqa: E402
-from testbed_proc import (  # noqa: E402
+from testbed_pki import SERVICE_CIDR, Pki
+from testbed_proc import (
+    cmdline,
     free_port,
     http_get,
     http_json,
@@ -104,7 +107,7 @@ class _Bed:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.state_file = root / "state.json"
-        self.state: dict[str, dict[str, object]] = {}
+        self.state: dict[str, Any] = {}
         if self.state_file.exists():
             self.state = json.loads(self.state_file.read_text())
         self.pki = Pki(root / "pki")
@@ -133,21 +136,27 @@ class _Bed:
         if name == "etcd":
             client, peer = self.port("etcd"), self.port("etcd", "peer")
             return [
-                str(t["etcd"]), "--name=testbed", f"--data-dir={r / 'etcd-data'}",
+                str(t["etcd"]),
+                "--name=testbed",
+                f"--data-dir={r / 'etcd-data'}",
                 f"--listen-client-urls=http://127.0.0.1:{client}",
                 f"--advertise-client-urls=http://127.0.0.1:{client}",
                 f"--listen-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-cluster=testbed=http://127.0.0.1:{peer}",
-                "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=4294967296",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+                "--quota-backend-bytes=4294967296",
             ]
         if name == "apiserver":
             return [
                 str(t["kube-apiserver"]),
                 f"--etcd-servers=http://127.0.0.1:{self.port('etcd')}",
-                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
                 f"--secure-port={self.port('apiserver')}",
-                f"--tls-cert-file={p.server_crt}", f"--tls-private-key-file={p.server_key}",
+                f"--tls-cert-file={p.server_crt}",
+                f"--tls-private-key-file={p.server_key}",
                 f"--client-ca-file={p.ca_crt}",
                 f"--token-auth-file={p.tokens_csv}",
                 "--authorization-mode=Node,RBAC",
@@ -158,36 +167,51 @@ class _Bed:
                 # The `kubernetes` endpoints would point at a loopback address, which the API
                 # server itself rejects; nothing in the test bed needs them.
                 "--endpoint-reconciler-type=none",
-                "--allow-privileged=true", "--v=1",
+                "--allow-privileged=true",
+                "--v=1",
             ]
         kc = r / "kubeconfigs" / f"{name}.kubeconfig"
         if name == "controller-manager":
             return [
-                str(t["kube-controller-manager"]), f"--kubeconfig={kc}", f"--master={api}",
-                f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                str(t["kube-controller-manager"]),
+                f"--kubeconfig={kc}",
+                f"--master={api}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
                 "--authentication-skip-lookup",
-                "--bind-address=127.0.0.1", f"--secure-port={self.port(name)}",
-                "--leader-elect=false", "--use-service-account-credentials=true",
-                f"--service-account-private-key-file={p.sa_key}", f"--root-ca-file={p.ca_crt}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port(name)}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={p.sa_key}",
+                f"--root-ca-file={p.ca_crt}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--v=1",
             ]
         if name == "scheduler":
             return [
-                str(t["kube-scheduler"]), f"--kubeconfig={kc}", f"--master={api}",
-                f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                str(t["kube-scheduler"]),
+                f"--kubeconfig={kc}",
+                f"--master={api}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
                 "--authentication-skip-lookup",
-                "--bind-address=127.0.0.1", f"--secure-port={self.port(name)}",
-                "--leader-elect=false", "--v=1",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port(name)}",
+                "--leader-elect=false",
+                "--v=1",
             ]
         if name == "kwok":
             return [
-                str(t["kwok"]), f"--kubeconfig={kc}", f"--master={api}",
+                str(t["kwok"]),
+                f"--kubeconfig={kc}",
+                f"--master={api}",
                 f"--config={t['kwok-stages']}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 f"--server-address=127.0.0.1:{self.port('kwok')}",
-                "--node-ip=127.0.0.1", "--cidr=10.244.0.0/16",
+                "--node-ip=127.0.0.1",
+                "--cidr=10.244.0.0/16",
                 "--node-lease-duration-seconds=40",
             ]
         raise KeyError(name)
@@ -198,8 +222,9 @@ class _Bed:
             code, body = http_get(f"http://127.0.0.1:{port}/health")
             return code == 200 and b'"true"' in body
         if name == "apiserver":
-            code, _ = http_get(f"https://127.0.0.1:{port}/readyz", token=self.admin_token,
-                               cafile=self.pki.ca_crt)
+            code, _ = http_get(
+                f"https://127.0.0.1:{port}/readyz", token=self.admin_token, cafile=self.pki.ca_crt
+            )
             return code == 200
         if name == "kwok":
             return http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200
@@ -227,24 +252,32 @@ class _Bed:
         old_argv = entry.get("argv")
         if pid and isinstance(old_argv, list):
             stop(pid, old_argv)
-        for key, port in list(dict(entry.get("ports", {})).items()):  # type: ignore[arg-type]
+        for key, port in list(dict(entry.get("ports", {})).items()):
             if not port_free(int(port)):  # taken by someone else: move
-                entry["ports"][key] = free_port()  # type: ignore[index]
+                entry["ports"][key] = free_port()
                 argv = self.argv(name)
         t0 = time.monotonic()
         new_pid = start(argv, self.log(name))
         entry.update(pid=new_pid, argv=argv, binary=binary)
         self.save()
-        wait_until(name, lambda: self.healthy(name), timeout, self.log(name),
-                   alive=lambda: is_ours(new_pid, argv))
-        print(f"testbed: started {name} (pid {new_pid}) in {time.monotonic() - t0:.1f} s",
-              flush=True)
+        wait_until(
+            name,
+            lambda: self.healthy(name),
+            timeout,
+            self.log(name),
+            alive=lambda: is_ours(new_pid, argv),
+        )
+        print(
+            f"testbed: started {name} (pid {new_pid}) in {time.monotonic() - t0:.1f} s", flush=True
+        )
         return True
 
-    def kube(self, method: str, path: str, body: dict[str, object] | None = None
-             ) -> tuple[int, dict[str, object]]:
-        return http_json(method, self.api + path, body, token=self.admin_token,
-                         cafile=self.pki.ca_crt)
+    def kube(
+        self, method: str, path: str, body: dict[str, object] | None = None
+    ) -> tuple[int, Any]:
+        return http_json(
+            method, self.api + path, body, token=self.admin_token, cafile=self.pki.ca_crt
+        )
 
     def ensure_nodes(self) -> None:
         for node in NODES:
@@ -257,9 +290,11 @@ class _Bed:
             items = body.get("items", []) if code == 200 else []
             ok = {
                 n["metadata"]["name"]
-                for n in items  # type: ignore[union-attr]
-                if any(c["type"] == "Ready" and c["status"] == "True"
-                       for c in n.get("status", {}).get("conditions", []))
+                for n in items
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in n.get("status", {}).get("conditions", [])
+                )
             }
             return ok >= set(NODES)
 
@@ -269,9 +304,11 @@ class _Bed:
         """Pods are admitted only once the controller-manager made the namespace's SA."""
         wait_until(
             "ServiceAccount default/default",
-            lambda: self.kube("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0]
-            == 200,
-            60, self.log("controller-manager"),
+            lambda: (
+                self.kube("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+            ),
+            60,
+            self.log("controller-manager"),
         )
 
 
@@ -284,8 +321,11 @@ def _fake_node(name: str) -> dict[str, object]:
             "name": name,
             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
             "labels": {
-                "type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64", "kubernetes.io/role": "agent",
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/role": "agent",
             },
         },
         "status": {"allocatable": capacity, "capacity": capacity},
@@ -305,11 +345,57 @@ def _locked(root: Path) -> Iterator[None]:
         yield
 
 
-def ensure_up(root: Path | None = None, log: Callable[[str], None] = print) -> Testbed:
-    """Bring every component up (reusing healthy ones) and return how to reach them."""
+def ensure_up(
+    root: Path | None = None,
+    log: Callable[[str], None] = print,
+    *,
+    user: int | None = None,
+    pin: bool = False,
+) -> Testbed:
+    """Bring every component up (reusing healthy ones) and return how to reach them.
+
+    ``user`` (a pid, e.g. a pytest session's) registers a user that must :func:`release` it;
+    ``pin`` (what `make testbed` does) keeps it running until an explicit :func:`down`.
+    """
     root = _root(root)
     with _locked(root):
-        return _ensure_up(root, log)
+        bed = _ensure_up(root, log)
+        session = _session(root)
+        session["pinned"] = bool(session.get("pinned")) or pin
+        if user is not None:
+            session["users"] = sorted({*_live(session.get("users", [])), user})
+        _save_session(root, session)
+        return bed
+
+
+def release(user: int, root: Path | None = None, log: Callable[[str], None] = print) -> bool:
+    """Drop ``user``; stop the test bed if nobody else uses it and it is not pinned.
+    True if it was stopped. Concurrent pytest sessions thus never pull it from under another."""
+    root = _root(root)
+    if not (root / "state.json").exists():
+        return False
+    with _locked(root):
+        session = _session(root)
+        users = [u for u in _live(session.get("users", [])) if u != user]
+        session["users"] = users
+        _save_session(root, session)
+        if users or session.get("pinned"):
+            return False
+        _down(root, False, log)
+        return True
+
+
+def _session(root: Path) -> dict[str, Any]:
+    path = root / "session.json"
+    return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def _save_session(root: Path, session: dict[str, Any]) -> None:
+    (root / "session.json").write_text(json.dumps(session))
+
+
+def _live(pids: Any) -> list[int]:
+    return [p for p in pids if isinstance(p, int) and cmdline(p) is not None]
 
 
 def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
@@ -321,10 +407,9 @@ def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
             log("testbed: tool versions changed; restarting from empty data")
             _stop_all(bed)
             _wipe(root / "etcd-data")
-        bed.state = {"versions": dict(versions())}  # type: ignore[dict-item]
+        bed.state = {"versions": dict(versions())}
     started = []
-    timeouts = {"etcd": 30, "apiserver": 90, "controller-manager": 60, "scheduler": 60,
-                "kwok": 60}
+    timeouts = {"etcd": 30, "apiserver": 90, "controller-manager": 60, "scheduler": 60, "kwok": 60}
     for name in ORDER:
         if name in ORDER[2:]:  # clients of the API server; its port is settled by now
             bed.pki.kubeconfig(root / "kubeconfigs" / f"{name}.kubeconfig", bed.api, name)
@@ -353,9 +438,11 @@ def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
     }
     (root / "env").write_text("".join(f"{k}={v}\n" for k, v in env.items()))
     bed.save()
-    log(f"testbed: up in {time.monotonic() - t0:.1f} s "
+    log(
+        f"testbed: up in {time.monotonic() - t0:.1f} s "
         f"({'started ' + ', '.join(started) if started else 'all reused'}); "
-        f"KUBECONFIG={kubeconfig}")
+        f"KUBECONFIG={kubeconfig}"
+    )
     return Testbed(root, kubeconfig, bed.admin_token, bed.pki.ca_crt, env, bed.tools, started)
 
 
@@ -385,6 +472,7 @@ def down(root: Path | None = None, wipe: bool = False, log: Callable[[str], None
 
 
 def _down(root: Path, wipe: bool, log: Callable[[str], None]) -> None:
+    (root / "session.json").unlink(missing_ok=True)  # unpinned, no users
     bed = _Bed.__new__(_Bed)
     bed.root, bed.state_file = root, root / "state.json"
     bed.state = json.loads(bed.state_file.read_text())
@@ -412,7 +500,7 @@ def main(argv: list[str]) -> int:
     cmd = argv[1] if len(argv) > 1 else "up"
     try:
         if cmd == "up":
-            ensure_up()
+            ensure_up(pin=True)
         elif cmd == "down":
             down(wipe="--wipe" in argv)
         elif cmd == "status":

@@ -62,9 +62,21 @@ class Pki:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.dir.chmod(0o700)
         if not (self.ca_crt.exists() and self.ca_key.exists()):
-            _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-                     "-keyout", self.ca_key, "-out", self.ca_crt,
-                     "-subj", "/CN=stream-autoscaler-testbed-ca")
+            _openssl(
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "3650",
+                "-keyout",
+                self.ca_key,
+                "-out",
+                self.ca_crt,
+                "-subj",
+                "/CN=stream-autoscaler-testbed-ca",
+            )
             self.server_crt.unlink(missing_ok=True)
         if not (self.server_crt.exists() and self.server_key.exists()):
             self._server_cert()
@@ -75,22 +87,55 @@ class Pki:
             with open(self.tokens_csv, "w", newline="") as f:
                 w = csv.writer(f)
                 for i, (user, groups) in enumerate(USERS.values()):
-                    w.writerow([secrets.token_hex(24), user, f"uid-{i}", *([groups] if groups else [])])
+                    w.writerow(
+                        [secrets.token_hex(24), user, f"uid-{i}", *([groups] if groups else [])]
+                    )
             self.tokens_csv.chmod(0o600)
 
     def _server_cert(self) -> None:
         csr, ext = self.dir / "apiserver.csr", self.dir / "apiserver.ext"
-        sans = ["IP:127.0.0.1", f"IP:{SERVICE_IP}", "DNS:localhost", "DNS:kubernetes",
-                "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
-                "DNS:kubernetes.default.svc.cluster.local"]
+        sans = [
+            "IP:127.0.0.1",
+            f"IP:{SERVICE_IP}",
+            "DNS:localhost",
+            "DNS:kubernetes",
+            "DNS:kubernetes.default",
+            "DNS:kubernetes.default.svc",
+            "DNS:kubernetes.default.svc.cluster.local",
+        ]
         ext.write_text(
             "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
             f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(sans)}\n"
         )
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", self.server_key,
-                 "-out", csr, "-subj", "/CN=kube-apiserver")
-        _openssl("x509", "-req", "-in", csr, "-CA", self.ca_crt, "-CAkey", self.ca_key,
-                 "-CAcreateserial", "-days", "3650", "-extfile", ext, "-out", self.server_crt)
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            self.server_key,
+            "-out",
+            csr,
+            "-subj",
+            "/CN=kube-apiserver",
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            csr,
+            "-CA",
+            self.ca_crt,
+            "-CAkey",
+            self.ca_key,
+            "-CAcreateserial",
+            "-days",
+            "3650",
+            "-extfile",
+            ext,
+            "-out",
+            self.server_crt,
+        )
         csr.unlink()
         ext.unlink()
 

@@ -6,6 +6,7 @@ recycled pid is never signalled. Standard library only: up.sh runs this with any
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def cmdline(pid: int) -> list[str] | None:
@@ -71,10 +73,8 @@ def stop(pid: int | None, argv: Sequence[str], timeout: float = 15.0) -> bool:
 
 def _reap(pid: int) -> None:
     """Collect the exit status if the process is our child (else it is init's to reap)."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def free_port() -> int:
@@ -122,7 +122,7 @@ def http_get(
 
 def http_json(
     method: str, url: str, body: dict[str, object] | None, *, token: str, cafile: Path
-) -> tuple[int, dict[str, object]]:
+) -> tuple[int, Any]:
     """Send JSON to the API server; (status, decoded body)."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method)
@@ -144,7 +144,10 @@ def _insecure() -> ssl.SSLContext:
 
 
 def wait_until(
-    what: str, check: Callable[[], bool], timeout: float, log: Path | None = None,
+    what: str,
+    check: Callable[[], bool],
+    timeout: float,
+    log: Path | None = None,
     alive: Callable[[], bool] | None = None,
 ) -> None:
     """Poll ``check`` until true; on timeout or death raise with the log's tail."""

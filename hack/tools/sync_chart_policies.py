@@ -17,15 +17,17 @@ ORDER = ("default", "latency-first", "cost-saver")  # the rest follow, sorted
 
 
 def block() -> str:
-    files = sorted(REPO.glob("policies/*.yaml"), key=lambda p: (
-        ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem))
+    files = sorted(
+        REPO.glob("policies/*.yaml"),
+        key=lambda p: (ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem),
+    )
     out = ["policies:"]
     for f in files:
         lines = f.read_text().splitlines()
         name = next(ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("  name:"))
         spec = lines.index("spec:")
         out.append(f"  {name}:")
-        out += [f"  {ln}" if ln.strip() else "" for ln in lines[spec + 1:]]
+        out += [f"  {ln}" if ln.strip() else "" for ln in lines[spec + 1 :]]
     return "\n".join(out) + "\n"
 
 

@@ -24,13 +24,13 @@ def testbed() -> Iterator[testbed_mod.Testbed]:
     except testbed_mod.ToolsMissing as e:
         unavailable(f"{e}")
     try:
-        bed = testbed_mod.ensure_up()
+        bed = testbed_mod.ensure_up(user=os.getpid())
     except Exception as e:  # a broken test bed is a failure wherever it happens
         pytest.fail(f"the test bed did not start: {e}", pytrace=False)
     yield bed
-    # Leave a test bed that `make testbed` started; stop one this session started.
-    if bed.started and not os.environ.get("TESTBED_KEEP"):
-        testbed_mod.down()
+    # The last session out stops it, unless `make testbed` pinned it (or TESTBED_KEEP is set).
+    if not os.environ.get("TESTBED_KEEP"):
+        testbed_mod.release(os.getpid())
 
 
 @pytest.fixture(scope="session")
