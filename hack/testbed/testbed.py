@@ -252,8 +252,14 @@ class _Bed:
         old_argv = entry.get("argv")
         if pid and isinstance(old_argv, list):
             stop(pid, old_argv)
-        for key, port in list(dict(entry.get("ports", {})).items()):
-            if not port_free(int(port)):  # taken by someone else: move
+        ports = dict(entry.get("ports", {}))
+        # A killed predecessor may still be closing its sockets: give it a moment, then move
+        # whatever is still taken (by someone else) to a new port.
+        deadline = time.monotonic() + 5
+        while not all(map(port_free, ports.values())) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for key, port in ports.items():
+            if not port_free(int(port)):
                 entry["ports"][key] = free_port()
                 argv = self.argv(name)
         t0 = time.monotonic()
