@@ -197,3 +197,10 @@ def test_install_upgrade_uninstall(helm: Tool, kubectl: Tool, crds: list[str]) -
     # CRDs stay (Helm never deletes crds/), so StreamJobs survive an uninstall.
     assert kubectl("get", "crd", "streamjobs.stream-autoscaler.io", check=False).returncode == 0
     kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def test_chart_crds_are_the_generated_ones() -> None:
+    """Helm installs crds/ verbatim; they must be the same files as k8s/crds/."""
+    chart = {f.name: f.read_text() for f in (CHART / "crds").glob("*.yaml")}
+    plain = {f.name: f.read_text() for f in (REPO / "k8s" / "crds").glob("*.yaml")}
+    assert chart and chart == plain, "regenerate with: .venv/bin/python -m controller.crds"
