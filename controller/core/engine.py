@@ -121,9 +121,7 @@ def _data_problem(x: _Inputs) -> Decision | None:
     s, t = x.snapshot, x.policy.timing
     if s.observed_at is None:
         why = f" ({s.unavailable})" if s.unavailable else ""
-        return x.hold(
-            Reason.NO_METRICS, f"no metrics for this job{why}: holding the current size"
-        )
+        return x.hold(Reason.NO_METRICS, f"no metrics for this job{why}: holding the current size")
     age = x.now - s.observed_at
     if age > t.stale_after_seconds:
         return x.hold(
@@ -230,6 +228,14 @@ def _resize(x: _Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
             return x.hold(Reason.COOLDOWN, cooldown, diagnosis, sizing=sizing)
         why = f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}) at {arrival:,.0f} records/s"
         return _scale_in(x, plan.layout.executors, n_cur, sizing, diagnosis, why)
+    if util_arrival < pol.utilization.low and n_cur <= pol.executors.min:
+        return x.hold(
+            Reason.AT_MIN,
+            f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}) but already at "
+            f"executors.min={pol.executors.min}",
+            diagnosis,
+            sizing=sizing,
+        )
     return x.hold(
         Reason.WITHIN_BAND,
         f"busy {util_needed:.0%} of the batch budget, within "

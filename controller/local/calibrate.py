@@ -2,7 +2,9 @@
 
 A ``t,load`` trace gives load in multiples of one executor's capacity, so a scenario means the
 same on a 2-core laptop and a 64-core server. The capacity is measured once (one executor,
-the source far ahead so every batch is full) and cached per job shape and machine.
+the source far ahead so every batch is full) as records per second of busy task time, the same
+yardstick the engine sizes with, and cached per job shape and machine. Wall-clock throughput
+would mix in the per-batch overhead and whatever else the machine runs.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ def _key(job: StreamJob) -> str:
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def true_rate(stages: list[dict[str, object]]) -> float | None:
+    """Source records per second of busy task time over all stages of one batch: what one
+    task slot processes when it is never idle (DS2's true rate; the engine's own yardstick)."""
+    rows = sum(float(s.get("rows") or 0) for s in stages if s.get("kind") == "source")  # type: ignore[arg-type]
+    busy = sum(float(s.get("busy_seconds") or 0) for s in stages)  # type: ignore[arg-type]
+    if rows <= 0 or busy <= 0:
+        return None
+    return rows / busy
+
+
 def load_unit_rate(job: StreamJob, master: str, workdir: Path) -> float:
     """Records/s one executor sustains for ``job`` (cached in ~/.cache/stream-autoscaler)."""
     key = _key(job)
@@ -77,7 +89,7 @@ def load_unit_rate(job: StreamJob, master: str, workdir: Path) -> float:
 
 
 def measure(job: StreamJob, master: str, workdir: Path) -> float:
-    """Runs the job on one executor with a saturating source; median processed rate."""
+    """Runs the job on one executor with a saturating source; the median true rate."""
     import yaml
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -106,9 +118,9 @@ def measure(job: StreamJob, master: str, workdir: Path) -> float:
         while time.monotonic() < deadline and len(rates) < MEASURED_BATCHES:
             st = client.status()
             batch = st.get("lastCommittedBatch")
-            rate = (st.get("rates") or {}).get("processed_rows_per_second")
+            rate = true_rate(st.get("stages") or [])
             if batch is not None and batch >= WARMUP_BATCHES and rate:
-                rates[int(batch)] = float(rate)
+                rates[int(batch)] = rate
             time.sleep(0.5)
     finally:
         runner.stop(timeout=60)

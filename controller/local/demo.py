@@ -326,13 +326,27 @@ def _recovery_figures(
 
 def _verify(spec: Any) -> dict[str, Any]:
     """The exactly-once verdict (a local Spark session reads the checkpoint and the sink)."""
+    import os
+    import sys
+
     from pyspark.sql import SparkSession
 
     from operators.verifier import verify
 
-    spark = SparkSession.builder.master("local[2]").appName("verify").getOrCreate()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers import the burst source
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("verify")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
     try:
         result = verify(spec, spark=spark)
+    except Exception as e:  # a verdict we cannot reach is not exactly-once
+        return {"exactly_once": False, "verification_error": f"{type(e).__name__}: {e}"}
     finally:
         spark.stop()
     committed = sum(result.records.values()) if result.records else None

@@ -78,6 +78,12 @@ HOLD, SCALE, REPART, RECOVER = Action.HOLD, Action.SCALE, Action.REPARTITION, Ac
 CASES = [
     Case("within band holds", snapshot(), (HOLD, Reason.WITHIN_BAND, None, None)),
     Case(
+        "idle at the minimum says so",
+        snapshot(arrival=500),
+        (HOLD, Reason.AT_MIN, None, None),
+        message_has="executors.min=1",
+    ),
+    Case(
         "stateless bottleneck scales out in place, one step",
         _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
         (SCALE, Reason.SCALE_OUT, 3, None),
