@@ -55,6 +55,7 @@ def _key(job: StreamJob) -> str:
         "trigger": spec.trigger.to_wire(),
         "cpus": os.cpu_count(),
         "pyspark": pyspark.__version__,
+        "method": "busy-time",
     }
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 

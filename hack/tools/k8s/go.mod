@@ -2,7 +2,7 @@ module github.com/stream-autoscaler/stream-autoscaler/hack/tools/k8s
 
 go 1.26.0
 
-require k8s.io/kubernetes v1.37.1
+require k8s.io/kubernetes v1.37.1 // indirect
 
 require (
 	cel.dev/expr v0.25.1 // indirect
