@@ -45,4 +45,5 @@ testbed-down:
 	hack/testbed/down.sh
 
 clean:
+	-hack/testbed/down.sh
 	rm -rf $(VENV) out .testbed

@@ -63,6 +63,8 @@ class CapacityModel:
     cores_per_executor: int
     current_executors: int
     current_partitions: int | None
+    batch_seconds: float = 0.0
+    """Mean batch duration in the window (s); longer than the trigger while catching up."""
 
     @staticmethod
     def from_snapshot(s: MetricsSnapshot) -> CapacityModel | None:
@@ -95,6 +97,7 @@ class CapacityModel:
             cores_per_executor=cores,
             current_executors=s.executors,
             current_partitions=stateful.partitions if stateful else None,
+            batch_seconds=s.batch_duration_seconds or 0.0,
         )
 
     # -- the model --------------------------------------------------------------------------
@@ -120,6 +123,14 @@ class CapacityModel:
             par = min(usable, cap) if cap else usable
             total += st.cost * st.spread / max(1, par)
         return total
+
+    def overhead_share_of_batch(self) -> float:
+        """Fixed driver time as a share of the batch as it runs: of the trigger while the job
+        keeps up, of the (longer) batch while it catches up, when big batches amortize it."""
+        span = max(self.interval_seconds, self.batch_seconds)
+        if span <= 0:
+            return 0.0
+        return min(1.0, self.overhead_seconds / span)
 
     def budget_share(self) -> float:
         """Share of the trigger interval left for work after the fixed overhead."""

@@ -46,7 +46,7 @@ def diagnose(
         )
         return Diagnosis(kind=BottleneckKind.MEMORY, evidence=tuple(evidence), utilization=util)
 
-    share = model.overhead_share()
+    share = model.overhead_share_of_batch()
     if share > d.overhead_share:
         evidence.append(
             f"fixed per-batch driver time {model.overhead_seconds:.2f} s is {share:.0%} of the "

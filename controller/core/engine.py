@@ -347,16 +347,16 @@ def _best_effort(
         (o for o in options if model.capacity(o) >= _WORTHWHILE_SHARE * best),
         key=lambda o: (o.executors, o.restart),
     )
-    if model.overhead_share() >= pol.utilization.high:
+    if model.overhead_share_of_batch() >= pol.utilization.high:
         chosen = Layout(model.current_executors, model.current_partitions, restart=False)
     cap = model.capacity(chosen, pol.utilization.target)
     stage = model.binding_stage(chosen)
-    if model.overhead_share() >= pol.utilization.high:
+    if model.overhead_share_of_batch() >= pol.utilization.high:
         limit = (
             Reason.DRIVER_OVERHEAD_BOUND,
             f"fixed per-batch driver time ({model.overhead_seconds:.2f} s) alone uses "
-            f"{model.overhead_share():.0%} of the {model.interval_seconds:g} s trigger: executors "
-            "cannot help; use a longer trigger interval",
+            f"{model.overhead_share_of_batch():.0%} of each batch at a "
+            f"{model.interval_seconds:g} s trigger: executors cannot help; use a longer trigger",
         )
     elif stage.kind == "source" and stage.partitions is not None and chosen.executors < hi:
         limit = (
