@@ -332,7 +332,7 @@ class JobRunner:
         self.query = writer.start()
         self.query_id = str(self.query.id)
 
-    def _stop_at_boundary(self, gap_wait: float = 5.0) -> None:
+    def _stop_at_boundary(self, gap_wait: float = 2.0) -> None:
         """Stop between batches, so the checkpoint ends on a committed batch.
 
         First look for a gap between triggers (``isTriggerActive`` False) for ``gap_wait`` s.
