@@ -85,6 +85,10 @@ class MiniCluster:
     log_dir: Path | None = None
     """Where each JVM's stdout/stderr goes; a temporary directory when None."""
     start_timeout: float = 60.0
+    die_with_parent: bool = True
+    """Linux: the JVMs get SIGTERM when the thread that started them ends (its process exits
+    or is SIGKILLed), so a killed runner leaves no cluster behind. Start from a long-lived
+    thread (the main one)."""
     master_url: str = field(default="", init=False)
     master_ui_url: str = field(default="", init=False)
     _procs: list[_Proc] = field(default_factory=list, init=False, repr=False)
@@ -171,6 +175,7 @@ class MiniCluster:
         popen = subprocess.Popen(
             cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
         self._procs.append(_Proc(name, popen, log, ui_port))
 
@@ -194,6 +199,18 @@ class MiniCluster:
             f"timed out after {self.start_timeout:.0f} s waiting for {what} "
             f"({last_error or 'not ready'}); logs in {self.log_dir}"
         )
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask the kernel for SIGTERM when the parent dies (Linux).
+
+    spark-class ends by exec'ing java, which keeps the setting."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _java_available() -> bool:

@@ -312,6 +312,8 @@ class JobRunner:
                     self._start_query()
             if self.query is not None and self.query.isActive:
                 self._set_phase("Running")
+            else:  # could not resume even on the old count: say so, do not pretend to run
+                self._set_phase("Failed")
 
     def _stop_action(self, action: ActionRecord) -> None:
         self._set_phase("Stopping")
