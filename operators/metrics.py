@@ -133,6 +133,8 @@ class RunnerMetrics:
         self.stage_max_task = g("stage_max_task_seconds", "Longest task, last batch.", jok)
         self.stage_median_task = g("stage_median_task_seconds", "Median task, last batch.", jok)
         self.executor_tasks = c("executor_tasks", "Tasks run per executor.", ["job", "executor"])
+        self.memory_ratio = g("executor_memory_used_ratio", "Executors' storage memory in use / "
+                              "available (the UI's memoryUsed / maxMemory, summed).")
         self.up.labels(job).set(1)
         self.set_phase("Starting")
 
@@ -347,6 +349,11 @@ class StagePoller(threading.Thread):
                 samples.append(stage_sample(done[-1]))
         if samples:
             self.metrics.observe_stages(batch, samples)
+        execs = [e for e in self.rest("executors") if e.get("id") != "driver"]
+        available = sum(float(e.get("maxMemory") or 0) for e in execs)
+        if available > 0:
+            used = sum(float(e.get("memoryUsed") or 0) for e in execs)
+            self.metrics.memory_ratio.labels(self.metrics.job).set(used / available)
 
 
 class ProgressListener(StreamingQueryListener):
