@@ -13,12 +13,13 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml hack/setup-python.sh
 	hack/setup-python.sh
 
-## The main job. Until `demo` (issue 5) exists it runs the simulator on the bundled burst trace
-## and prints our engine against every baseline.
+## The main job: the embedded closed loop (real Spark, a burst, Prometheus, the controller).
 demo: setup
-	$(SA) simulate --trace traces/burst.csv --baseline all --out $(OUT)
+	$(SA) demo --out $(OUT)
 
-simulate: demo
+## The same engine against a model of the job, beside every baseline.
+simulate: setup
+	$(SA) simulate --trace traces/burst.csv --baseline all --out out/simulate
 
 ## The README's test command: lint, the pure core, then every tier against real components.
 test: setup tools

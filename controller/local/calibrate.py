@@ -50,7 +50,11 @@ def _key(job: StreamJob) -> str:
     spec = job.spec
     shape = {
         "pipeline": [op.to_wire() for op in spec.pipeline],
-        "source": {k: v for k, v in spec.source.to_wire().items() if k not in ("trace",)},
+        "source": {
+            k: v
+            for k, v in spec.source.to_wire().items()
+            if k not in ("trace", "maxRecordsPerBatch", "loadUnitRate")
+        },
         "executors": spec.executors.to_wire(),
         "trigger": spec.trigger.to_wire(),
         "cpus": os.cpu_count(),

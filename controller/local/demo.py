@@ -180,6 +180,7 @@ def run_demo(
             runner, prom, cluster, controller, marks, events, t0, run_for, policy.lag.slo_seconds
         )
         controller.stop()
+        _mark_actions(rows, actuator.actions)
         _say("stopping the job at a batch boundary")
         runner.stop()
         verdict = _verify(spec)
@@ -262,7 +263,6 @@ def _record(
                 executors_target=ex.get("target"),
                 partitions=last.get("partitions"),
                 phase=phase,
-                action=ev.decision.action.value if ev and ev.acted else "",
                 reason=ev.decision.reason.value if ev else "",
             )
         )
@@ -270,6 +270,14 @@ def _record(
             _live(rows[-1], controller, slo)
         time.sleep(max(0.0, 1.0 - ((time.time() - t0) - t)))
     return rows, chaos_log
+
+
+def _mark_actions(rows: list[report.Row], actions: list[dict[str, Any]]) -> None:
+    """Puts each action on the timeline row of the second it started."""
+    for a in actions:
+        row = min(rows, key=lambda r: abs(r.t - a["t"]), default=None)
+        if row is not None:
+            row.action, row.reason = a["action"], a["reason"]
 
 
 def _inject(

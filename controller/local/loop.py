@@ -8,6 +8,7 @@ good policy stays in force.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -26,6 +27,8 @@ from controller.metrics.prometheus import SnapshotSource
 from controller.metrics.promql import Window
 
 log = structlog.get_logger("stream_autoscaler.controller")
+logging.getLogger("apscheduler").setLevel(logging.ERROR)  # "skipped: max instances" is expected
+"""An action (a repartition) can outlast the interval; the skipped runs are by design."""
 
 
 class PolicyFile:
