@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--chaos", help="kill-driver@T, kill-executor@T, kill-prometheus@T (comma-separated)"
     )
+    demo.add_argument(
+        "--baseline", help="static: also run static provisioning at the trace's mean and peak"
+    )
     demo.add_argument("--out", required=True, help="output directory")
     demo.set_defaults(handler=_demo)
 

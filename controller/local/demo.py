@@ -114,12 +114,17 @@ def run_demo(
     out: Path,
     duration: float | None,
     chaos: str | None,
+    static_executors: int | None = None,
 ) -> dict[str, Any]:
-    """Runs the closed loop; returns the summary (also written to ``out/summary.json``)."""
+    """Runs the closed loop; returns the summary (also written to ``out/summary.json``).
+
+    With ``static_executors`` it is the static baseline: that many executors and state
+    partitions from the start, and the controller only recommends (it never acts).
+    """
     from operators.cluster import MiniCluster
 
     events = parse_chaos(chaos)
-    policy_file = PolicyFile(policy_path)
+    policy_file = PolicyFile(policy_path, recommend_only=static_executors is not None)
     policy = policy_file.policy
     job = load_job(job_path)
     trace = load_trace(str(trace_path))
@@ -146,7 +151,10 @@ def run_demo(
         if trace.unit == "load":
             unit = load_unit_rate(job, cluster.master_url, out / "calibration")
             _say(f"one executor of {job.metadata.name} sustains {unit:,.0f} records/s (load 1)")
-        job_file = _write_job(job, trace_path, unit, out, policy.executors.initial)
+        job_file = _write_job(
+            job, trace_path, unit, out, static_executors or policy.executors.initial,
+            partitions=static_executors,
+        )  # fmt: skip
         spec = load_job(job_file).spec
         token_file = out / "runner.token"
         token_file.write_text(secrets.token_urlsafe(24), encoding="utf-8")
@@ -368,7 +376,12 @@ def _verify(spec: Any) -> dict[str, Any]:
 
 
 def _write_job(
-    job: StreamJob, trace: Path, unit: float | None, out: Path, initial: int | None
+    job: StreamJob,
+    trace: Path,
+    unit: float | None,
+    out: Path,
+    initial: int | None,
+    partitions: int | None = None,
 ) -> Path:
     """The job manifest for this run: the trace, the load unit, fresh checkpoint and sink."""
     data = job.to_wire()
@@ -386,6 +399,8 @@ def _write_job(
     data["spec"]["sink"] = {**data["spec"]["sink"], "type": "files", "path": str(out / "sink")}
     if initial is not None:
         data["spec"].setdefault("executors", {})["initial"] = initial
+    if partitions is not None:
+        data["spec"]["statePartitions"] = partitions
     path = out / "job.yaml"
     import yaml
 

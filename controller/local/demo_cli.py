@@ -4,10 +4,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
-from controller.core import TraceError
+from controller.core import Trace, TraceError, load_trace
+
+COLUMNS = ("slo_violation_seconds", "max_lag_seconds", "executor_seconds", "scaling_actions",
+           "repartitions", "exactly_once")  # fmt: skip
+
+
+def static_baselines(trace: Trace, duration: float | None) -> list[tuple[str, int | None]]:
+    """Static provisioning at the trace's mean and at its peak load (load 1 = one executor)."""
+    from controller.local.demo import DemoError
+
+    if trace.unit != "load":
+        raise DemoError("--baseline static needs a t,load trace (load 1 = one executor)")
+    span = duration or trace.duration
+    return [
+        ("static-mean", max(1, math.ceil(trace.mean(span) - 1e-9))),
+        ("static-peak", max(1, math.ceil(trace.peak(span) - 1e-9))),
+    ]
+
+
+def _table(results: dict[str, dict[str, object]]) -> None:
+    print(f"{'run':12}" + "".join(f"{c:>24}" for c in COLUMNS))
+    for name, s in results.items():
+        print(f"{name:12}" + "".join(f"{s.get(c)!s:>24}" for c in COLUMNS))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,21 +45,35 @@ def run(args: argparse.Namespace) -> int:
     from controller.local.prometheus_server import PrometheusNotFound
     from controller.manifests import ManifestError
 
+    job = Path(args.job or DEFAULT_JOB)
+    policy = Path(args.policy or DEFAULT_POLICY)
+    trace = Path(args.trace or DEFAULT_TRACE)
+    out = Path(args.out)
     try:
-        summary = run_demo(
-            Path(args.job or DEFAULT_JOB),
-            Path(args.policy or DEFAULT_POLICY),
-            Path(args.trace or DEFAULT_TRACE),
-            Path(args.out),
-            args.duration,
-            args.chaos,
-        )
+        runs = [("engine", None)]
+        if args.baseline == "static":
+            runs += static_baselines(load_trace(str(trace)), args.duration)
+        elif args.baseline:
+            raise DemoError(f"--baseline {args.baseline}: only 'static' runs beside real Spark")
+        results = {}
+        for name, executors in runs:
+            where = out if len(runs) == 1 else out / name
+            if len(runs) > 1:
+                print(f"demo: run {name}" + (f" ({executors} executors)" if executors else ""))
+            results[name] = run_demo(
+                job, policy, trace, where, args.duration, args.chaos if name == "engine" else None,
+                static_executors=executors,
+            )  # fmt: skip
     except ManifestError as e:
         print("\n".join(e.problems), file=sys.stderr)
         return 2
     except (DemoError, TraceError, PrometheusNotFound, CalibrationError) as e:
         print(f"demo: {e}", file=sys.stderr)
         return 2
+    if len(results) > 1:
+        (out / "comparison.json").write_text(json.dumps(results, indent=2) + "\n")
+        _table(results)
+    summary = results["engine"]
     keys = (
         "slo_violation_seconds", "max_lag_seconds", "executor_seconds", "scaling_actions",
         "repartitions", "direction_changes", "records_in", "exactly_once",

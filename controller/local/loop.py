@@ -34,12 +34,20 @@ logging.getLogger("apscheduler").setLevel(logging.ERROR)  # "skipped: max instan
 class PolicyFile:
     """A ScalingPolicy file, re-read when its modification time changes."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, recommend_only: bool = False) -> None:
         self.path = Path(path)
-        self.policy = load_policy(self.path).spec  # the first load must succeed
+        self.recommend_only = recommend_only
+        """Force ``mode: recommend`` (a baseline run that must never act)."""
+        self.policy = self._load()  # the first load must succeed
         self._mtime = self._stat()
         self.last_error: str | None = None
         self.reloads = 0
+
+    def _load(self) -> ScalingPolicySpec:
+        spec = load_policy(self.path).spec
+        if self.recommend_only:
+            spec = spec.model_copy(update={"mode": "recommend"})
+        return spec
 
     def _stat(self) -> float:
         try:
@@ -54,7 +62,7 @@ class PolicyFile:
             return self.policy
         self._mtime = mtime
         try:
-            self.policy = load_policy(self.path).spec
+            self.policy = self._load()
         except ManifestError as e:
             self.last_error = "; ".join(e.problems)
             log.error(
