@@ -114,6 +114,7 @@ class JobRunner:
         self.metrics = RunnerMetrics(self.name, stateful_operators(self.spec))
         self._clock = _burst_clock(self.spec.source)
         self._poller: StagePoller | None = None
+        self._lock_file: state.CheckpointLock | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -121,6 +122,7 @@ class JobRunner:
         """Check the checkpoint, create the session, settle executors, start the query."""
         loc = self.spec.checkpoint.location
         info = state.inspect(loc, expected_job=self.name)  # CheckpointError: refuse, no change
+        self._lock_file = state.CheckpointLock(loc)  # held until the process ends
         removed = state.rollback_unfinished(loc)
         if removed is not None:
             log.warning("rolled back an unfinished repartition", batch=removed, checkpoint=loc)
@@ -182,6 +184,9 @@ class JobRunner:
             with contextlib.suppress(Exception):
                 self.spark.stop()
             self.spark = None
+        if self._lock_file is not None:
+            self._lock_file.release()
+            self._lock_file = None
         if self.phase not in ("Failed",):
             self._set_phase("Stopped")
         self._stopped.set()

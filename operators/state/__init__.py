@@ -12,6 +12,7 @@ from operators.state.backup import backup, restore
 from operators.state.checkpoint import (
     CheckpointError,
     CheckpointInfo,
+    CheckpointLock,
     OperatorState,
     inspect,
     partitions_of,
@@ -28,6 +29,7 @@ from operators.state.rows import state_rows
 __all__ = [
     "CheckpointError",
     "CheckpointInfo",
+    "CheckpointLock",
     "OperatorState",
     "RepartitionError",
     "RepartitionResult",

@@ -17,7 +17,7 @@ import json
 import shutil
 from pathlib import Path
 
-from operators.state.checkpoint import CheckpointError, batches, inspect, local_path
+from operators.state.checkpoint import LOCK_FILE, CheckpointError, batches, inspect, local_path
 
 BACKUP_FILE = "stream-autoscaler-backup.json"
 
@@ -76,6 +76,8 @@ def _newer_than(root: Path, batch: int):  # type: ignore[no-untyped-def]
     later = {str(b) for d in logs for b in batches(d) if b > batch}
 
     def ignore(directory: str, names: list[str]) -> set[str]:
+        if Path(directory) == root:
+            return {LOCK_FILE} & set(names)
         if Path(directory) not in logs:
             return set()
         return {n for n in names if n in later or (n.startswith(".") and n[1:-4] in later)}

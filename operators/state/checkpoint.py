@@ -30,7 +30,7 @@ class CheckpointError(ValueError):
     """A checkpoint we must not start from. ``problem`` is a short code, ``str()`` the detail.
 
     Codes: ``not-local``, ``missing-metadata``, ``unparsable-metadata``, ``unparsable-offsets``,
-    ``foreign-query``, ``foreign-job``, ``unsupported-provider``.
+    ``foreign-query``, ``foreign-job``, ``unsupported-provider``, ``in-use``.
     """
 
     def __init__(self, location: str, problem: str, detail: str) -> None:
@@ -231,3 +231,41 @@ def _tree_bytes(path: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.path.getsize(os.path.join(root, name))
     return total
+
+
+LOCK_FILE = ".stream-autoscaler.lock"
+
+
+class CheckpointLock:
+    """An exclusive lock on a checkpoint for the life of a runner process.
+
+    Two drivers on one checkpoint would race on its offsets and state; Spark only guards
+    against that inside one session. ``flock`` is released by the kernel when the process dies
+    (even by SIGKILL), so a killed runner never leaves a stale lock.
+    """
+
+    def __init__(self, location: str | Path) -> None:
+        import fcntl
+
+        cp = local_path(str(location))
+        cp.mkdir(parents=True, exist_ok=True)
+        self.path = cp / LOCK_FILE
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(self._fd, 200).decode(errors="replace").strip() or "another process"
+            os.close(self._fd)
+            raise CheckpointError(
+                str(location), "in-use", f"a runner ({holder}) is using it"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, f"pid {os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        import fcntl
+
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1

@@ -223,3 +223,19 @@ def test_token_file_created_when_absent(tmp_path, monkeypatch):
     assert load_token(None, path) == token
     monkeypatch.setenv("STREAM_AUTOSCALER_TOKEN", "from-env")
     assert load_token(None, path) == "from-env"
+
+
+def test_checkpoint_lock_is_exclusive_and_released(tmp_path):
+    import subprocess
+    import sys
+
+    cp = make_checkpoint(tmp_path / "cp")
+    held = state.CheckpointLock(cp)
+    probe = ("import sys; from operators import state\n"
+             "try:\n    state.CheckpointLock(sys.argv[1])\nexcept state.CheckpointError as e:\n"
+             "    print(e.problem)\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(cp)], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.stdout.strip() == "in-use", out.stderr
+    held.release()
+    state.CheckpointLock(cp).release()
