@@ -195,12 +195,22 @@ def checkpoint_main(argv: list[str]) -> int:
                     op["rows"] = rows.get(op["operatorId"])
             print(json.dumps(out, indent=2))
         elif args.cmd == "backup":
-            print(json.dumps({"backup": args.dest, "batch": state.backup(args.dir, args.dest)}))
+            lock = state.CheckpointLock(args.dir)  # refuses while a runner uses it
+            try:
+                batch = state.backup(args.dir, args.dest)
+            finally:
+                lock.release()
+            print(json.dumps({"backup": args.dest, "batch": batch}))
         elif args.cmd == "restore":
             print(json.dumps({"checkpoint": args.dir,
                               "batch": state.restore(args.backup, args.dir)}))
         else:
-            res = state.repartition(_local_spark(), args.dir, args.partitions)
+            state.inspect(args.dir)
+            lock = state.CheckpointLock(args.dir)
+            try:
+                res = state.repartition(_local_spark(), args.dir, args.partitions)
+            finally:
+                lock.release()
             print(json.dumps(res.__dict__))
     except (state.CheckpointError, state.RepartitionError, FileExistsError, ValueError) as e:
         print(str(e), file=sys.stderr)
