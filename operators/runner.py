@@ -400,8 +400,12 @@ class JobRunner:
 
     def _watch(self) -> None:
         """A query that dies outside an action makes the runner Failed, with the error."""
+        ticks = 0
         while not self._stopped.is_set():
             time.sleep(1.0)
+            ticks += 1
+            if ticks % 5 == 0:  # keep the executor gauges fresh when no batch completes
+                self._publish_executors()
             q = self.query
             with self._lock:
                 busy = self.action is not None
