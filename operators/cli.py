@@ -24,30 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
-from controller.core.streamjob import StreamJob
-
-
-class ManifestError(ValueError):
-    """A manifest file that cannot be read or validated; the message names file and field."""
-
-
-def load_job(path: str) -> StreamJob:
-    """Read and validate a StreamJob manifest; ManifestError lists ``file: field: message``."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise ManifestError(f"{path}: {e}") from None
-    try:
-        return StreamJob.model_validate(data)
-    except ValidationError as e:
-        lines = [
-            f"{path}: {'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-            for err in e.errors()
-        ]
-        raise ManifestError("\n".join(lines)) from None
+from controller.manifests import ManifestError, load_job
 
 
 def _runner_parser() -> argparse.ArgumentParser:
@@ -78,7 +55,7 @@ def runner_main(argv: list[str]) -> int:
     try:
         job = load_job(args.job)
     except ManifestError as e:
-        print(e, file=sys.stderr)
+        print("\n".join(e.problems), file=sys.stderr)
         return 2
     from operators.cluster import ClusterError, MiniCluster, free_port
     from operators.control import ControlServer, load_token

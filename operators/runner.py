@@ -344,8 +344,10 @@ class JobRunner:
 
         First look for a gap between triggers (``isTriggerActive`` False) for ``gap_wait`` s.
         A job whose batches outlast the trigger interval has no gap: then stop anyway and, if
-        the stop caught a batch in flight, drain it with an ``availableNow`` run (it replays the
-        planned batch, catches up to the moment it started, and ends on a batch boundary).
+        the stop caught a batch in flight, finish it with a one-batch (``once``) run: it replays
+        the planned batch from the offsets log and ends on a batch boundary. (``availableNow``
+        would instead drain the whole backlog at the old capacity: measured 100 s under a
+        6 M-record backlog, the very moment a scale-out is needed.)
         """
         q = self.query
         assert q is not None and self.spark is not None
@@ -359,7 +361,7 @@ class JobRunner:
             from operators.job import build_query
 
             writer = build_query(self.spark, self.spec, query_name=self.name)
-            drain = writer.trigger(availableNow=True).start()
+            drain = writer.trigger(once=True).start()
             self.query = drain
             finished = drain.awaitTermination(self.options.first_commit_timeout)
             if not finished:

@@ -19,3 +19,26 @@ def unavailable(reason: str) -> NoReturn:
     if IN_CI:
         pytest.fail(f"CI=true and {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def missing_spark() -> str | None:
+    """Why Spark cannot run here (pyspark/pyarrow not importable, no Java), or None."""
+    import shutil
+    from pathlib import Path
+
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        return f"pyspark/pyarrow not installed ({e})"
+    java_home = os.environ.get("JAVA_HOME")
+    if not shutil.which("java") and not (java_home and Path(java_home, "bin", "java").exists()):
+        return "no Java (java on PATH or JAVA_HOME)"
+    return None
+
+
+def require_spark() -> None:
+    """Skip (fail in CI) unless Spark can run."""
+    problem = missing_spark()
+    if problem is not None:
+        unavailable(f"Spark needs {problem}")

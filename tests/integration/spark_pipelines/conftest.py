@@ -8,7 +8,6 @@ CI (``CI=true``): a missing prerequisite there is a broken build, not a pass.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -18,35 +17,16 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.realcomponents import require_spark
+
 REPO = Path(__file__).resolve().parents[3]
 SAMPLES = REPO / "k8s" / "samples"
-
-
-def _missing_prerequisite() -> str | None:
-    try:
-        import pyarrow  # noqa: F401
-        import pyspark  # noqa: F401
-    except ImportError as e:
-        return f"pyspark/pyarrow not installed ({e})"
-    java_home = os.environ.get("JAVA_HOME")
-    if not shutil.which("java") and not (java_home and Path(java_home, "bin", "java").exists()):
-        return "no Java (java on PATH or JAVA_HOME)"
-    return None
-
-
-def _require_spark() -> None:
-    problem = _missing_prerequisite()
-    if problem is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"Spark pipeline tests need {problem} (CI=true: failing, not skipping)")
-    pytest.skip(problem)
 
 
 @pytest.fixture(scope="package")
 def spark() -> Iterator[Any]:
     """One local SparkSession for every test in this folder (stopped after the last one)."""
-    _require_spark()
+    require_spark()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 

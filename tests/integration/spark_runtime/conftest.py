@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,28 +21,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.realcomponents import require_spark
+
 REPO = Path(__file__).resolve().parents[3]
-
-
-def _missing_prerequisite() -> str | None:
-    try:
-        import pyarrow  # noqa: F401
-        import pyspark  # noqa: F401
-    except ImportError as e:
-        return f"pyspark/pyarrow not installed ({e})"
-    java_home = os.environ.get("JAVA_HOME")
-    if not shutil.which("java") and not (java_home and Path(java_home, "bin", "java").exists()):
-        return "no Java (java on PATH or JAVA_HOME)"
-    return None
-
-
-def require_spark() -> None:
-    problem = _missing_prerequisite()
-    if problem is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"Spark runtime tests need {problem} (CI=true: failing, not skipping)")
-    pytest.skip(problem)
 
 
 @pytest.fixture(scope="package")

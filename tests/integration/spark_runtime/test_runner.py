@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from controller.manifests import load_job
 from operators import state
-from operators.cli import load_job
 
 from .conftest import REPO, write_job
 
@@ -160,5 +160,6 @@ def test_bad_manifest_names_file_and_field(tmp_path):
     out = subprocess.run([sys.executable, "-m", "controller.cli", "runner", "--job", str(bad)],
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
-    assert f"{bad}: spec.pipeline:" in out.stderr and f"{bad}: spec.checkpoint:" in out.stderr
+    assert f"{bad}: spec.pipeline ([])" in out.stderr
+    assert f"{bad}: spec.checkpoint: required field is missing" in out.stderr
     assert "Traceback" not in out.stderr
