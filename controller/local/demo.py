@@ -11,6 +11,7 @@ HTML report in ``--out``.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import time
@@ -124,7 +125,10 @@ def run_demo(
     from operators.cluster import MiniCluster
 
     events = parse_chaos(chaos)
-    policy_file = PolicyFile(policy_path, recommend_only=static_executors is not None)
+    cores = os.cpu_count() or 1
+    policy_file = PolicyFile(
+        policy_path, recommend_only=static_executors is not None, max_executors=cores
+    )
     policy = policy_file.policy
     job = load_job(job_path)
     trace = load_trace(str(trace_path))
@@ -134,14 +138,19 @@ def run_demo(
     out.mkdir(parents=True)
     _log_to(out / "controller.log")
 
-    max_executors = policy.executors.max
+    # Executors beyond the machine's cores only contend for them: on one machine the policy's
+    # executors.max is capped at the core count (the decisions then say AtMaxCapacity).
+    max_executors = max(policy.executors.max, static_executors or 0)
     cluster = MiniCluster(
         workers=max_executors,
         cores_per_worker=job.spec.executors.cores,
         memory_per_worker="1g",
         log_dir=out / "cluster",
     )
-    _say(f"starting a Spark mini-cluster: {max_executors} workers on loopback")
+    _say(
+        f"starting a Spark mini-cluster: {max_executors} workers on loopback (executors.max "
+        f"capped at the {cores} cores of this machine)"
+    )
     cluster.start()
     prom: PrometheusServer | None = None
     runner: RunnerProcess | None = None

@@ -34,10 +34,14 @@ logging.getLogger("apscheduler").setLevel(logging.ERROR)  # "skipped: max instan
 class PolicyFile:
     """A ScalingPolicy file, re-read when its modification time changes."""
 
-    def __init__(self, path: str | Path, recommend_only: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, recommend_only: bool = False, max_executors: int | None = None
+    ) -> None:
         self.path = Path(path)
         self.recommend_only = recommend_only
         """Force ``mode: recommend`` (a baseline run that must never act)."""
+        self.max_executors = max_executors
+        """Cap ``executors.max`` (the local demo: no more executors than the machine has cores)."""
         self.policy = self._load()  # the first load must succeed
         self._mtime = self._stat()
         self.last_error: str | None = None
@@ -47,6 +51,15 @@ class PolicyFile:
         spec = load_policy(self.path).spec
         if self.recommend_only:
             spec = spec.model_copy(update={"mode": "recommend"})
+        if self.max_executors is not None and spec.executors.max > self.max_executors:
+            bounds = spec.executors.model_copy(
+                update={
+                    "max": self.max_executors,
+                    "min": min(spec.executors.min, self.max_executors),
+                    "initial": None,
+                }
+            )
+            spec = spec.model_copy(update={"executors": bounds})
         return spec
 
     def _stat(self) -> float:
