@@ -228,6 +228,16 @@ def _resize(x: _Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
             return x.hold(Reason.COOLDOWN, cooldown, diagnosis, sizing=sizing)
         why = f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}) at {arrival:,.0f} records/s"
         return _scale_in(x, plan.layout.executors, n_cur, sizing, diagnosis, why)
+    if util_arrival < pol.utilization.low and n_cur > pol.executors.min:
+        fewer = Layout(n_cur - 1, current.partitions, restart=False)
+        return x.hold(
+            Reason.WITHIN_BAND,
+            f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}), but {n_cur - 1} "
+            f"executor(s) would be {model.utilization(required, fewer):.0%} busy (> target "
+            f"{pol.utilization.target:.0%}): keeping {n_cur}",
+            diagnosis,
+            sizing=sizing,
+        )
     if util_arrival < pol.utilization.low and n_cur <= pol.executors.min:
         return x.hold(
             Reason.AT_MIN,

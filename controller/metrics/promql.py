@@ -41,6 +41,7 @@ SCALARS: dict[str, str] = {
     "seconds_since_progress": "time() - max(" + _m("last_progress_timestamp_seconds") + ")",
     "failed_tasks": "sum(increase(" + _m("failed_tasks_total") + "[$w]))",
     "last_committed_batch": "max(" + _m("last_committed_batch") + ")",
+    "memory_used_ratio": "max(" + _m("executor_memory_used_ratio") + ")",
 }
 """Snapshot field -> query returning one series (or none)."""
 
