@@ -320,7 +320,7 @@ def _inject(
         else:
             event["error"] = "no executor to kill"
     _say(f"CHAOS t={t:.0f}s: {kind}")
-    log.warning("chaos", **event)
+    log.warning("chaos", chaos=event)
     return event
 
 
