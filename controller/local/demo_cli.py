@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
 from pathlib import Path
 
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from controller.local.prometheus_server import PrometheusNotFound
     from controller.manifests import ManifestError
 
+    # SIGTERM (a CI timeout, a kill) unwinds like Ctrl-C, so every process we started is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     job = Path(args.job or DEFAULT_JOB)
     policy = Path(args.policy or DEFAULT_POLICY)
     trace = Path(args.trace or DEFAULT_TRACE)
