@@ -95,6 +95,8 @@ def _restart_in_flight(x: _Inputs) -> Decision | None:
     elapsed = x.now - last.time
     if elapsed >= budget:
         return None
+    if s.driver_up is False and last.action != Action.RECOVER.value:
+        return None  # a repartition keeps the runner up: a dead driver now is a new failure
     committed_after = (
         s.seconds_since_progress is not None
         and s.seconds_since_progress < elapsed - p.restart_seconds / 2

@@ -15,7 +15,7 @@ import pytest
 from tests.realcomponents import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
-TRACE = "t,load\n0,0.3\n15,0.9\n90,0.25\n170,0.25\n"
+TRACE = "t,load\n0,0.3\n15,0.9\n80,0.25\n190,0.25\n"
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +30,8 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = work / "out"
     cmd = [
         sys.executable, "-m", "controller.cli", "demo",
-        "--trace", str(trace), "--duration", "170",
-        "--chaos", "kill-prometheus@15,kill-driver@110",
+        "--trace", str(trace), "--duration", "190",
+        "--chaos", "kill-prometheus@15,kill-driver@100",
         "--out", str(out),
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1500)

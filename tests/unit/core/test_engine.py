@@ -214,8 +214,24 @@ CASES = [
         diagnosis=BottleneckKind.FAILURE,
     ),
     Case(
-        "a repartition in flight is waited for, not mistaken for a failure",
+        "a driver that dies after a repartition is a new failure, not the repartition",
+        snapshot(arrival=5_000, driver_up=False, seconds_since_progress=None, stages=()),
+        (RECOVER, Reason.RECOVER_FAILURE, 1, None),
+        history=ScalingHistory(
+            entries=(HistoryEntry(time=NOW - 50, kind="action", action="repartition", executors=1),)
+        ),
+    ),
+    Case(
+        "a recovery in flight is waited for",
         snapshot(arrival=5_000, driver_up=False, seconds_since_progress=20),
+        (HOLD, Reason.ACTION_IN_PROGRESS, None, None),
+        history=ScalingHistory(
+            entries=(HistoryEntry(time=NOW - 15, kind="action", action="recover", executors=2),)
+        ),
+    ),
+    Case(
+        "a repartition in flight is waited for, not mistaken for a failure",
+        snapshot(arrival=5_000, seconds_since_progress=20),
         (HOLD, Reason.ACTION_IN_PROGRESS, None, None),
         history=ScalingHistory(
             entries=(HistoryEntry(time=NOW - 15, kind="action", action="repartition", executors=2),)
