@@ -271,7 +271,9 @@ class _Bed:
             lambda: self.healthy(name),
             timeout,
             self.log(name),
-            alive=lambda: is_ours(new_pid, argv),
+            # Dead means gone (or a zombie), not "cmdline differs": right after the start the
+            # kernel may still show the launcher's argv, and that race failed a start (kwok).
+            alive=lambda: cmdline(new_pid) is not None,
         )
         print(
             f"testbed: started {name} (pid {new_pid}) in {time.monotonic() - t0:.1f} s", flush=True
