@@ -11,10 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-from pydantic import ValidationError
-
-from controller.core.policy import ScalingPolicy, ScalingPolicySpec
+from controller import manifests
+from controller.core.policy import ScalingPolicySpec
 from controller.core.trace import TraceError, load_trace
 from controller.simulator.compare import compare, expand
 from controller.simulator.loop import ChaosError, parse_chaos
@@ -38,21 +36,9 @@ def load_policy(path: str | None) -> ScalingPolicySpec:
         else:
             return ScalingPolicySpec()
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PolicyError(f"{path}: cannot read ({e.strerror})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        raise PolicyError(f"{path}{where}: not valid YAML") from None
-    try:
-        return ScalingPolicy.model_validate(data).spec
-    except ValidationError as e:
-        msgs = [
-            f"{path}: {'.'.join(str(p) for p in err['loc']) or '(policy)'}: {err['msg']}"
-            for err in e.errors()
-        ]
-        raise PolicyError("\n".join(msgs)) from None
+        return manifests.load_policy(path).spec
+    except manifests.ManifestError as e:
+        raise PolicyError("\n".join(e.problems)) from None
 
 
 def run(args: argparse.Namespace) -> int:
