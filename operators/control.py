@@ -9,7 +9,9 @@ Usage::
 
 Routes: ``GET /healthz`` (no token), ``GET /status``, ``POST /executors {"target": n}``,
 ``POST /repartition {"partitions": n}``, ``POST /stop``. Actions run in the background: POST
-answers 202 with the action id, ``/status`` shows progress and the result. A request while
+answers 202 with the action id, ``/status`` shows progress and the result. A body may carry
+``"actionId"``: a repeat of a known id answers 200 with that action (``"duplicate": true``) and
+starts nothing, so a controller may retry after a crash without acting twice. A request while
 another action runs gets 409 with the current phase; a bad body 400 naming the field; a missing
 or wrong token 401.
 """
@@ -112,16 +114,26 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(400, {"error": f"{field}: required", "field": field})
                 return
             params[field] = body[field]
+        action_id = body.get("actionId")
+        if action_id is not None and not isinstance(action_id, str):
+            self._send(400, {"error": "actionId: a string", "field": "actionId"})
+            return
         try:
-            action = self.runner.submit(kind, **params)
+            before = self.runner.find_action(action_id)
+            action = self.runner.submit(kind, action_id=action_id, **params)
         except Conflict as e:
             self._send(409, {"error": str(e), "phase": e.phase,
                              "action": e.action.to_dict() if e.action else None})
         except ValueError as e:
             self._send(400, {"error": str(e), "field": field})
         else:
+            if before is not None:
+                self._send(200, {"action": action.id, "kind": action.kind,
+                                 "params": action.params, "state": action.state,
+                                 "duplicate": True, "phase": self.runner.phase})
+                return
             self._send(202, {"action": action.id, "kind": kind, "params": params,
-                             "phase": self.runner.phase})
+                             "state": action.state, "phase": self.runner.phase})
 
     def _authorized(self) -> bool:
         header = self.headers.get("Authorization", "")

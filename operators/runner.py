@@ -18,7 +18,9 @@ again across the current executors).
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import re
 import threading
 import time
 import traceback
@@ -39,6 +41,11 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("operators.runner")
 ACTIONS = ("executors", "repartition", "stop")
+RECENT_ACTIONS = 16
+"""Actions remembered by id, so a controller that retries after a crash or a lost answer finds
+its action instead of starting it again (a controller has at most one action in flight per job,
+so 16 covers many restarts)."""
+ACTION_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 class Conflict(RuntimeError):
@@ -77,6 +84,8 @@ class ActionRecord:
     timings: dict[str, float] = field(default_factory=dict)
     result: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    duplicates: int = 0
+    """Repeated requests with this id, answered without starting anything."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -106,6 +115,8 @@ class JobRunner:
         self.last_error: str | None = None
         self.action: ActionRecord | None = None
         self.last_action: ActionRecord | None = None
+        self.recent_actions: collections.deque[ActionRecord] = collections.deque(
+            maxlen=RECENT_ACTIONS)
         self._lock = threading.RLock()
         self._stopped = threading.Event()
         self._progress = threading.Condition()
@@ -152,23 +163,44 @@ class JobRunner:
         threading.Thread(target=self._watch, name="query-watch", daemon=True).start()
         self._set_phase("Running")
 
-    def submit(self, kind: str, **params: Any) -> ActionRecord:
-        """Start an action in a background thread; raises Conflict or ValueError at once."""
+    def submit(self, kind: str, action_id: str | None = None, **params: Any) -> ActionRecord:
+        """Start an action in a background thread; raises Conflict or ValueError at once.
+
+        With ``action_id``, the call is idempotent: an action already known by that id (running
+        or among the last :data:`RECENT_ACTIONS`) is returned as it is, with ``duplicate`` set,
+        and nothing starts again."""
         if kind not in ACTIONS:
             raise ValueError(f"unknown action {kind!r}")
+        if action_id is not None and not ACTION_ID.match(str(action_id)):
+            raise ValueError("actionId: 1-64 characters of [A-Za-z0-9._-]")
         with self._lock:
+            known = self.find_action(action_id) if action_id else None
+            if known is not None:
+                known.duplicates += 1
+                return known
             allowed = self.action is None and (
                 self.phase == "Running" or (kind == "stop" and self.phase == "Failed"))
             if not allowed:
                 raise Conflict(self.phase, self.action)
             self._validate(kind, params)
             action = ActionRecord(kind, params)
+            if action_id:
+                action.id = action_id
             self.action = action
+            self.recent_actions.append(action)
         target = {"executors": self._scale, "repartition": self._repartition,
                   "stop": self._stop_action}[kind]
         threading.Thread(target=self._run_action, args=(action, target), daemon=True,
                          name=f"action-{kind}").start()
         return action
+
+    def find_action(self, action_id: str | None) -> ActionRecord | None:
+        """The running or a recent action with this id."""
+        if not action_id:
+            return None
+        if self.action is not None and self.action.id == action_id:
+            return self.action
+        return next((a for a in self.recent_actions if a.id == action_id), None)
 
     def wait_stopped(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
@@ -215,6 +247,7 @@ class JobRunner:
             "lastError": self.last_error,
             "action": self.action.to_dict() if self.action else None,
             "lastAction": self.last_action.to_dict() if self.last_action else None,
+            "recentActions": [a.to_dict() for a in list(self.recent_actions)],
         }
 
     # --- actions ----------------------------------------------------------------------------

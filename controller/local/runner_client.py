@@ -60,14 +60,14 @@ class RunnerClient:
     def status(self) -> dict[str, Any]:
         return self._call("GET", "/status")
 
-    def set_executors(self, target: int) -> dict[str, Any]:
-        return self._call("POST", "/executors", {"target": target})
+    def set_executors(self, target: int, action_id: str | None = None) -> dict[str, Any]:
+        return self._call("POST", "/executors", _with_id({"target": target}, action_id))
 
-    def repartition(self, partitions: int) -> dict[str, Any]:
-        return self._call("POST", "/repartition", {"partitions": partitions})
+    def repartition(self, partitions: int, action_id: str | None = None) -> dict[str, Any]:
+        return self._call("POST", "/repartition", _with_id({"partitions": partitions}, action_id))
 
-    def stop(self) -> dict[str, Any]:
-        return self._call("POST", "/stop", {})
+    def stop(self, action_id: str | None = None) -> dict[str, Any]:
+        return self._call("POST", "/stop", _with_id({}, action_id))
 
     def wait_idle(self, timeout: float = ACTION_TIMEOUT_SECONDS) -> dict[str, Any]:
         """Waits until no action is in progress; returns the last action's record."""
@@ -78,3 +78,8 @@ class RunnerClient:
                 return dict(st.get("lastAction") or {})
             time.sleep(0.5)
         raise RunnerUnavailable(f"{self.base_url}: action still running after {timeout:g} s")
+
+
+def _with_id(body: dict[str, Any], action_id: str | None) -> dict[str, Any]:
+    """The body with ``actionId`` when given: the runner then starts an action only once."""
+    return {**body, "actionId": action_id} if action_id else body

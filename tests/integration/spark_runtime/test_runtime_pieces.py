@@ -166,12 +166,20 @@ class StandInRunner:
     def status(self) -> dict[str, Any]:
         return {"phase": self.phase}
 
-    def submit(self, kind: str, **params: Any) -> ActionRecord:
+    def find_action(self, action_id: str | None) -> ActionRecord | None:
+        return self.action if self.action and self.action.id == action_id else None
+
+    def submit(self, kind: str, action_id: str | None = None, **params: Any) -> ActionRecord:
+        known = self.find_action(action_id)
+        if known is not None:
+            return known
         if self.action is not None:
             raise Conflict("Scaling", self.action)
         if kind == "executors" and not isinstance(params.get("target"), int):
             raise ValueError("target: an integer in 0..3 (max executors)")
         self.action = ActionRecord(kind, params)
+        if action_id:
+            self.action.id = action_id
         return self.action
 
 
@@ -205,8 +213,13 @@ def test_control_contract(endpoint):
     assert code == 400 and body["field"] == "target"
     code, body = call(endpoint + "/repartition", "POST", b"{}")
     assert code == 400 and body["field"] == "partitions"
-    code, body = call(endpoint + "/executors", "POST", b'{"target": 2}')
-    assert code == 202 and body["action"]
+    code, body = call(endpoint + "/executors", "POST", b'{"target": 2, "actionId": 7}')
+    assert code == 400 and body["field"] == "actionId"
+    code, body = call(endpoint + "/executors", "POST", b'{"target": 2, "actionId": "a-1"}')
+    assert code == 202 and body["action"] == "a-1"
+    # the same id again (a controller retrying after a crash): 200, the same action, no new one
+    code, body = call(endpoint + "/executors", "POST", b'{"target": 2, "actionId": "a-1"}')
+    assert code == 200 and body["duplicate"] is True and body["action"] == "a-1"
     code, body = call(endpoint + "/repartition", "POST", b'{"partitions": 8}')
     assert code == 409 and body["phase"] == "Scaling" and body["action"]["kind"] == "executors"
     assert call(endpoint + "/nope")[0] == 404
