@@ -1,0 +1,363 @@
+"""MetricsSnapshot by scraping a runner's ``/metrics`` directly: the fallback with no Prometheus.
+
+Usage::
+
+    urls = {"wordcount": "http://10.0.0.7:9108/metrics"}
+    source = ScrapeSource(urls.get)                        # job name -> /metrics URL (or None)
+    snap = source.snapshot("wordcount", Window(60), now=time.time())
+
+Each :meth:`ScrapeSource.snapshot` scrapes once, keeps the job's series in a bounded ring of
+``(time, samples)`` and evaluates every query of :mod:`controller.metrics.promql` over the ring
+with Prometheus' semantics (:data:`SCALAR_RULES`, :data:`PER_OPERATOR_RULES`,
+:data:`PER_STATE_OPERATOR_RULES`; a unit test keeps them in step with promql.py):
+
+* ``increase``/``rate`` over ``[w]``: Prometheus' ``extrapolatedRate`` over the scrapes in
+  ``(now - w, now]`` — last minus first with counter resets added back, extrapolated to the window
+  edges when the samples reach them; a series with fewer than two samples gives nothing.
+* ``avg_over_time(...[a])``, ``max(...)`` of the latest scrape, ``time() - max(...)``, sums and
+  maxima by ``(operator, kind)`` / ``operator``, and the ``_sum``/``_count`` rate ratios.
+
+The ring only grows when :meth:`snapshot` is called, so the controller's evaluation interval is
+the scrape interval. **The first evaluation after start (or after a restart of the controller)
+is blind**: one scrape gives no window rates (``processed_rate``, ``batches``, busy times are
+``None``), so the engine holds with InsufficientData until the second. Unknown is never zero: an
+unreachable runner, an HTTP error or an unparseable answer gives a snapshot with no data and
+``unavailable`` naming the URL and the error, so the engine holds and says why (whether the
+driver is dead is for the controller to learn from the pod, not from one failed scrape). NaN,
+Inf and negative results are ``None``, as on the Prometheus path. Only series whose ``job``
+label is the StreamJob's name are read, so a runner exporting another job's series mixes nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import requests
+import structlog
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.core.snapshot import MetricsSnapshot
+from controller.metrics.prometheus import _INT_FIELDS, _stages
+from controller.metrics.promql import Window
+
+log = structlog.get_logger(__name__)
+P = "stream_autoscaler_"
+
+SCRAPE_TIMEOUT_SECONDS = 3.0
+"""A runner renders /metrics in about a millisecond; 3 s means it is gone or wedged, and a
+controller evaluating 1,000 jobs cannot wait longer on one (Prometheus' default is 10 s with a
+15 s interval; we scrape on the evaluation path)."""
+MAX_SCRAPES_PER_JOB = 240
+"""Ring bound in scrapes, besides the window: a 20-minute window at a 5 s evaluation interval.
+Keeps memory flat (~1,000 jobs x 240 x ~60 series) if a caller evaluates far more often."""
+EXTRAPOLATION_THRESHOLD = 1.1
+"""Prometheus' factor: extrapolate to a window edge only when it is within 1.1 average sample
+intervals of the first/last sample (as ``extrapolatedRate`` does)."""
+
+Function = Literal["up", "max", "increase", "rate", "rate_ratio", "avg_over_arrival", "age"]
+Labels = tuple[tuple[str, str], ...]
+"""A series' labels except ``job``, sorted: its identity within one job."""
+Samples = dict[str, dict[Labels, float]]
+"""One scrape of one job: sample name -> series -> value."""
+FetchText = Callable[[str], tuple[int, str]]
+"""GET a URL -> (HTTP status, body); raises when the runner cannot be reached."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one snapshot field is computed: ``function`` of ``metric`` aggregated ``by`` labels.
+
+    ``metric`` is the name after ``stream_autoscaler_`` (a summary's base for ``rate_ratio``).
+    """
+
+    metric: str
+    function: Function
+    by: tuple[str, ...] = ()
+
+    def samples(self) -> tuple[str, ...]:
+        """Exposition sample names this rule reads."""
+        if self.function == "up":
+            return ()
+        if self.function == "rate_ratio":
+            return (P + self.metric + "_sum", P + self.metric + "_count")
+        return (P + self.metric,)
+
+
+SCALAR_RULES: dict[str, Rule] = {
+    "driver_up": Rule("up", "up"),
+    "arrival_rate": Rule("arrival_rows_per_second", "avg_over_arrival"),
+    "processed_rate": Rule("input_rows_total", "rate"),
+    "batches": Rule("batches_total", "increase"),
+    "batch_duration_seconds": Rule("batch_duration_seconds", "rate_ratio"),
+    "overhead_seconds": Rule("batch_overhead_seconds", "rate_ratio"),
+    "trigger_interval_seconds": Rule("trigger_interval_seconds", "max"),
+    "backlog_records": Rule("backlog_records", "max"),
+    "backlog_age_seconds": Rule("backlog_age_seconds", "max"),
+    "executors": Rule("executors", "max"),
+    "cores_per_executor": Rule("executor_cores", "max"),
+    "target_executors": Rule("target_executors", "max"),
+    "source_partitions": Rule("source_partitions", "max"),
+    "seconds_since_progress": Rule("last_progress_timestamp_seconds", "age"),
+    "failed_tasks": Rule("failed_tasks_total", "increase"),
+    "last_committed_batch": Rule("last_committed_batch", "max"),
+    "memory_used_ratio": Rule("executor_memory_used_ratio", "max"),
+}
+"""promql.SCALARS, field by field."""
+
+_STAGE = ("operator", "kind")
+PER_OPERATOR_RULES: dict[str, Rule] = {
+    "rows": Rule("stage_rows_total", "increase", _STAGE),
+    "busy_seconds": Rule("stage_busy_seconds_total", "increase", _STAGE),
+    "wall_seconds": Rule("stage_wall_seconds_total", "increase", _STAGE),
+    "partitions": Rule("stage_tasks", "max", _STAGE),
+    "max_task_seconds": Rule("stage_max_task_seconds", "max", _STAGE),
+    "median_task_seconds": Rule("stage_median_task_seconds", "max", _STAGE),
+}
+"""promql.PER_OPERATOR, field by field."""
+
+PER_STATE_OPERATOR_RULES: dict[str, Rule] = {
+    "state_rows": Rule("state_rows", "max", ("operator",)),
+    "state_bytes": Rule("state_bytes", "max", ("operator",)),
+    "state_memory_bytes": Rule("state_memory_bytes", "max", ("operator",)),
+    "state_partitions": Rule("state_operator_partitions", "max", ("operator",)),
+}
+"""promql.PER_STATE_OPERATOR, field by field."""
+
+_SAMPLE_NAMES = frozenset(
+    name
+    for rules in (SCALAR_RULES, PER_OPERATOR_RULES, PER_STATE_OPERATOR_RULES)
+    for rule in rules.values()
+    for name in rule.samples()
+)
+
+
+def parse_exposition(text: str, job: str) -> Samples:
+    """The series of ``job`` that the rules read, from Prometheus text exposition.
+
+    Raises ``ValueError`` when the text does not parse."""
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name not in _SAMPLE_NAMES or s.labels.get("job") != job:
+                continue
+            labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "job"))
+            out.setdefault(s.name, {})[labels] = float(s.value)
+    return out
+
+
+def requests_fetch(timeout_seconds: float = SCRAPE_TIMEOUT_SECONDS) -> FetchText:
+    """A FetchText over one shared ``requests.Session`` (keep-alive to every runner)."""
+    session = requests.Session()
+
+    def fetch(url: str) -> tuple[int, str]:
+        r = session.get(url, timeout=timeout_seconds)
+        return r.status_code, r.text
+
+    return fetch
+
+
+class ScrapeSource:
+    """A ``SnapshotSource`` that scrapes each runner itself (see the module docstring)."""
+
+    def __init__(
+        self,
+        url_for: Callable[[str], str | None],
+        fetch: FetchText | None = None,
+        max_scrapes: int = MAX_SCRAPES_PER_JOB,
+    ) -> None:
+        self.url_for = url_for
+        self._fetch = fetch or requests_fetch()
+        self.max_scrapes = max_scrapes
+        self._rings: dict[str, collections.deque[tuple[float, Samples]]] = {}
+        self._lock = threading.Lock()
+
+    def snapshot(self, job: str, window: Window, now: float) -> MetricsSnapshot:
+        url = self.url_for(job)
+        if not url:
+            return MetricsSnapshot(job=job, unavailable=f"no metrics URL known for job {job}")
+        try:
+            status, text = self._fetch(url)
+            if status != 200:
+                raise ValueError(f"HTTP {status}")
+            samples = parse_exposition(text, job)
+        except Exception as e:  # requests errors, HTTP errors, parse errors: all mean "unknown"
+            why = f"runner metrics at {url}: {type(e).__name__}: {e}"
+            log.warning("scrape_failed", job=job, error=why)
+            return MetricsSnapshot(job=job, unavailable=why)
+        if not samples:
+            return MetricsSnapshot(
+                job=job, unavailable=f"runner metrics at {url} have no series with job={job!r}"
+            )
+        w, _ = _spans(window)
+        with self._lock:
+            ring = self._rings.setdefault(job, collections.deque(maxlen=self.max_scrapes))
+            ring.append((now, samples))
+            while ring and ring[0][0] <= now - w:
+                ring.popleft()
+            scrapes = list(ring)
+        return evaluate(job, scrapes, window, now)
+
+    def scrapes(self, job: str) -> list[tuple[float, Samples]]:
+        """The job's ring, oldest first (a copy)."""
+        with self._lock:
+            return list(self._rings.get(job, ()))
+
+    def forget(self, job: str) -> None:
+        """Drop a job's ring (its StreamJob was deleted)."""
+        with self._lock:
+            self._rings.pop(job, None)
+
+
+def evaluate(
+    job: str, scrapes: list[tuple[float, Samples]], window: Window, now: float
+) -> MetricsSnapshot:
+    """The snapshot the promql queries would give over these scrapes (oldest first; the last
+    one is the latest, and succeeded)."""
+    w, a = _spans(window)
+    ctx = _Range(scrapes, now)
+    scalars = {f: _scalar(ctx, rule, w, a) for f, rule in SCALAR_RULES.items()}
+    per_op = {f: _grouped(ctx, rule, w) for f, rule in PER_OPERATOR_RULES.items()}
+    per_state = {f: _grouped(ctx, rule, w) for f, rule in PER_STATE_OPERATOR_RULES.items()}
+    driver_up = scalars.pop("driver_up")
+    fields: dict[str, Any] = {
+        k: (round(v) if k in _INT_FIELDS and v is not None else v) for k, v in scalars.items()
+    }
+    return MetricsSnapshot(
+        job=job,
+        observed_at=now,
+        window_seconds=window.window_seconds,
+        driver_up=driver_up is not None and driver_up >= 1,
+        stages=_stages(per_op, per_state),
+        **fields,
+    )
+
+
+def _spans(window: Window) -> tuple[float, float]:
+    """``$w`` and ``$a`` in seconds, rounded as :meth:`Window.render` renders them."""
+    w = max(1, round(window.window_seconds))
+    return float(w), float(max(1, round(min(window.arrival_seconds, window.window_seconds))))
+
+
+class _Range:
+    """The scrapes, and the series of one sample name within a trailing span."""
+
+    def __init__(self, scrapes: list[tuple[float, Samples]], now: float) -> None:
+        self.scrapes, self.now = scrapes, now
+        self.latest = scrapes[-1][1] if scrapes else {}
+
+    def series(self, name: str, span: float) -> dict[Labels, list[tuple[float, float]]]:
+        out: dict[Labels, list[tuple[float, float]]] = {}
+        for t, samples in self.scrapes:
+            if self.now - span < t <= self.now:
+                for labels, v in samples.get(name, {}).items():
+                    out.setdefault(labels, []).append((t, v))
+        return out
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) and v >= 0 else None
+
+
+def _scalar(ctx: _Range, rule: Rule, w: float, a: float) -> float | None:
+    name = P + rule.metric
+    if rule.function == "up":
+        return 1.0 if ctx.scrapes else None
+    if rule.function == "max":
+        return _finite(_max(ctx.latest.get(name, {}).values()))
+    if rule.function == "age":
+        latest = _max(ctx.latest.get(name, {}).values())
+        return None if latest is None else _finite(ctx.now - latest)
+    if rule.function == "avg_over_arrival":
+        series = ctx.series(name, a)
+        if len(series) != 1:  # none, or ambiguous (as PrometheusSource reads several series)
+            return None
+        values = [v for _, v in next(iter(series.values()))]
+        return _finite(sum(values) / len(values))
+    if rule.function == "rate_ratio":
+        num = _sum_counters(ctx, name + "_sum", w, True)
+        den = _sum_counters(ctx, name + "_count", w, True)
+        if num is None or den is None or den == 0:  # 0/0 is NaN in PromQL: unknown
+            return None
+        return _finite(num / den)
+    return _finite(_sum_counters(ctx, name, w, rule.function == "rate"))
+
+
+def _sum_counters(ctx: _Range, name: str, w: float, is_rate: bool) -> float | None:
+    """``sum(rate(name[w]))`` or ``sum(increase(name[w]))``."""
+    return _sum(_extrapolated(p, ctx.now, w, is_rate) for p in ctx.series(name, w).values())
+
+
+def _grouped(ctx: _Range, rule: Rule, w: float) -> dict[tuple[str, str], float]:
+    """``sum by``/``max by`` ``rule.by``, keyed ``(operator, kind or "")`` as PrometheusSource's
+    ``_by`` keys them; series without ``operator`` and unknown values are left out."""
+    groups: dict[tuple[str, str], list[float | None]] = {}
+    name = P + rule.metric
+    if rule.function == "max":
+        values: Iterable[tuple[Labels, float | None]] = ctx.latest.get(name, {}).items()
+    else:
+        values = (
+            (labels, _extrapolated(p, ctx.now, w, rule.function == "rate"))
+            for labels, p in ctx.series(name, w).items()
+        )
+    for labels, v in values:
+        d = dict(labels)
+        if "operator" not in d or v is None:
+            continue
+        key = (d["operator"], d.get("kind", "") if "kind" in rule.by else "")
+        groups.setdefault(key, []).append(v)
+    out: dict[tuple[str, str], float] = {}
+    for key, vs in groups.items():
+        v = _max(vs) if rule.function == "max" else _sum(vs)
+        finite = _finite(v)
+        if finite is not None:
+            out[key] = finite
+    return out
+
+
+def _max(values: Iterable[float | None]) -> float | None:
+    vs = [v for v in values if v is not None]
+    if not vs:
+        return None
+    return math.nan if any(math.isnan(v) for v in vs) else max(vs)
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    vs = [v for v in values if v is not None]
+    return sum(vs) if vs else None
+
+
+def _extrapolated(
+    points: list[tuple[float, float]], now: float, span: float, is_rate: bool
+) -> float | None:
+    """Prometheus' ``extrapolatedRate`` for a counter over ``(now - span, now]``; None with
+    fewer than two samples (Prometheus drops the series)."""
+    if len(points) < 2:
+        return None
+    first_t, first_v = points[0]
+    last_t, last_v = points[-1]
+    result = last_v - first_v
+    prev = first_v
+    for _, v in points[1:]:
+        if v < prev:  # a counter reset: the counter restarted from zero
+            result += prev
+        prev = v
+    sampled = last_t - first_t
+    if sampled <= 0:
+        return None
+    to_start, to_end = first_t - (now - span), now - last_t
+    average = sampled / (len(points) - 1)
+    if result > 0 and first_v >= 0:  # do not extrapolate the counter below zero
+        to_start = min(to_start, sampled * (first_v / result))
+    threshold = average * EXTRAPOLATION_THRESHOLD
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    factor = interval / sampled
+    if is_rate:
+        factor /= span
+    return result * factor
