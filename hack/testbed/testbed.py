@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The loopback test bed: etcd, kube-apiserver (RBAC on), kube-controller-manager,
-kube-scheduler and kwok with fake nodes, started from the binaries `hack/tools/build.sh` caches.
+kube-scheduler and kwok with fake nodes, started from the binaries `hack/tools/build.sh` caches;
+`up` also starts the Kafka broker of hack/testbed/testbed_kafka.py (TESTBED_KAFKA in env).
 
     python3 hack/testbed/testbed.py up | down | status     (what `make testbed[-down]` run)
 
@@ -444,6 +445,7 @@ def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
         "TESTBED_CA_FILE": str(bed.pki.ca_crt),
         "TESTBED_KUBERNETES_VERSION": versions()["KUBERNETES_VERSION"],
     }
+    env.update(_kafka_env(root))
     (root / "env").write_text("".join(f"{k}={v}\n" for k, v in env.items()))
     bed.save()
     log(
@@ -452,6 +454,24 @@ def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
         f"KUBECONFIG={kubeconfig}"
     )
     return Testbed(root, kubeconfig, bed.admin_token, bed.pki.ca_crt, env, bed.tools, started)
+
+
+def _kafka_env(root: Path) -> dict[str, str]:
+    """TESTBED_KAFKA when the test bed's Kafka broker (hack/testbed/testbed_kafka.py) runs."""
+    import testbed_kafka
+
+    addr = testbed_kafka.running(root / "kafka")
+    return {"TESTBED_KAFKA": addr} if addr else {}
+
+
+def _up_kafka(root: Path) -> None:
+    """`make testbed` also starts the Kafka broker (pinned) when its jars are resolved."""
+    import testbed_kafka
+
+    try:
+        testbed_kafka.ensure_up(root / "kafka", pin=True)
+    except testbed_kafka.KafkaMissing as e:
+        print(f"testbed: kafka skipped: {e}", file=sys.stderr)
 
 
 def _stop_all(bed: _Bed) -> list[str]:
@@ -508,11 +528,25 @@ def main(argv: list[str]) -> int:
     cmd = argv[1] if len(argv) > 1 else "up"
     try:
         if cmd == "up":
-            ensure_up(pin=True)
+            _up_kafka(_root(None))
+            try:
+                ensure_up(pin=True)
+            except ToolsMissing:
+                env = _root(None) / "env"  # the broker alone still gets its address there
+                env.write_text("".join(f"{k}={v}\n" for k, v in _kafka_env(_root(None)).items()))
+                raise
         elif cmd == "down":
+            import testbed_kafka
+
+            testbed_kafka.down(_root(None) / "kafka", wipe="--wipe" in argv)
             down(wipe="--wipe" in argv)
         elif cmd == "status":
-            return status()
+            import testbed_kafka
+
+            code = status()
+            kafka = testbed_kafka.running(_root(None) / "kafka")
+            print(f"{'kafka':20} {'running on ' + kafka if kafka else 'stopped'}")
+            return code
         else:
             print(__doc__)
             return 2

@@ -2,6 +2,7 @@
 # Build the test-bed tools from Go modules and cache them outside the work tree:
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (hack/tools/k8s)
 #   etcd (hack/tools/etcd), helm (hack/tools/helm), kwok (hack/tools/kwok)
+# and resolves the Kafka jars from Maven Central (hack/tools/kafka/resolve.sh).
 # Binaries land in $SA_TOOLS_BIN (default ~/.cache/stream-autoscaler/bin) as <tool>-<version>.
 # A group is rebuilt only when its stamp changes: the stamp hashes the version, go.mod, go.sum,
 # main.go, the ldflags and the Go version. A warm run only compares stamps.
@@ -10,6 +11,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+
+# The Kafka broker and Spark's Kafka connector: jars from Maven Central (Java + Maven, no Go).
+"$here/kafka/resolve.sh"
 
 # No Go (or too old a Go) is a failure in CI; elsewhere the k8s test tier then skips and says why.
 need_go=1.26
