@@ -37,6 +37,12 @@ def _runner(args: argparse.Namespace) -> int:
     return op_cli.runner_main(args.rest)
 
 
+def _controller(args: argparse.Namespace) -> int:
+    from controller.kube import main as kube_main
+
+    return kube_main.main(args)
+
+
 def _checkpoint(args: argparse.Namespace) -> int:
     from operators import cli as op_cli
 
@@ -86,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("files", nargs="+", metavar="FILE")
     psub.add_parser("schema", help="print the ScalingPolicy JSON Schema")
     pol.set_defaults(handler=_policy)
+
+    ctl = sub.add_parser("controller", help="the Kubernetes controller (StreamJobs)")
+    from controller.kube.main import add_arguments
+
+    add_arguments(ctl)
+    ctl.set_defaults(handler=_controller)
 
     for name, handler, text in (
         ("runner", _runner, "run one streaming job with its metrics and control endpoints"),

@@ -1,0 +1,226 @@
+"""The only module that talks to the Kubernetes API (kopf's rule: only the clients do).
+
+Usage::
+
+    api = KubeApi.from_environment(pool_size=8)   # in-cluster, else $KUBECONFIG
+    api.replace_status(job_obj, status_dict)      # optimistic: 409 if the cache was stale
+    api.event(job_obj, "Normal", "ScaleOut", "executors 2 -> 4: ...")
+
+Writes carry the object's resourceVersion, so a stale cache gives a 409 Conflict (raised as
+:class:`Conflict`, retried by the work queue) instead of overwriting someone else's change.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import uuid
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from controller.kube.informer import Lister
+from controller.kube.settings import FINALIZER, GROUP, JOBS, MANAGER, POLICIES, VERSION
+
+Obj = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+REQUEST_TIMEOUT_SECONDS = 10.0
+"""One API call; the API server answers in milliseconds unless it is overloaded or gone."""
+
+
+class Conflict(Exception):
+    """409: the object changed since we read it (or already exists). Retry from the cache."""
+
+
+class NotFound(Exception):
+    """404: the object is gone."""
+
+
+def _raise(e: ApiException) -> None:
+    if e.status == 409:
+        raise Conflict(f"{e.reason}") from e
+    if e.status == 404:
+        raise NotFound(f"{e.reason}") from e
+    raise e
+
+
+class KubeApi:
+    """StreamJobs, ScalingPolicies, owned objects and Events."""
+
+    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+        self.client = api_client or client.ApiClient()
+        self.custom = client.CustomObjectsApi(self.client)
+        self.core = client.CoreV1Api(self.client)
+
+    @staticmethod
+    def from_environment(pool_size: int = 8) -> KubeApi:
+        """In-cluster config if there is one, else ``$KUBECONFIG``; also the default config
+        (the leader election's Lease lock uses it)."""
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
+        cfg = client.Configuration.get_default_copy()
+        cfg.connection_pool_maxsize = pool_size
+        client.Configuration.set_default(cfg)
+        return KubeApi(client.ApiClient(cfg))
+
+    # --- list+watch ----------------------------------------------------------------------------
+
+    def lister(self, plural: str, namespace: str | None) -> Lister:
+        if namespace:
+            return Lister(
+                self.custom.list_namespaced_custom_object, (GROUP, VERSION, namespace, plural)
+            )
+        return Lister(self.custom.list_cluster_custom_object, (GROUP, VERSION, plural))
+
+    def jobs(self, namespace: str | None) -> Lister:
+        return self.lister(JOBS, namespace)
+
+    def policies(self, namespace: str | None) -> Lister:
+        return self.lister(POLICIES, namespace)
+
+    # --- StreamJob writes --------------------------------------------------------------------
+
+    def replace_status(self, job: Obj, status: Obj) -> Obj:
+        """PUT the status subresource at ``job``'s resourceVersion; the new object."""
+        meta = job["metadata"]
+        body = {
+            "apiVersion": job.get("apiVersion", f"{GROUP}/{VERSION}"),
+            "kind": job.get("kind", "StreamJob"),
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "resourceVersion": meta["resourceVersion"],
+            },
+            "spec": job.get("spec", {}),
+            "status": status,
+        }
+        try:
+            out: Obj = self.custom.replace_namespaced_custom_object_status(
+                GROUP, VERSION, meta["namespace"], JOBS, meta["name"], body,
+                _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            )
+        except ApiException as e:
+            _raise(e)
+        return out
+
+    def set_finalizer(self, job: Obj, present: bool) -> Obj:
+        """Adds or removes our finalizer, at ``job``'s resourceVersion."""
+        meta = job["metadata"]
+        current = list(meta.get("finalizers") or [])
+        wanted = [f for f in current if f != FINALIZER] + ([FINALIZER] if present else [])
+        patch = {"metadata": {"finalizers": wanted, "resourceVersion": meta["resourceVersion"]}}
+        try:
+            out: Obj = self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, meta["namespace"], JOBS, meta["name"], patch,
+                _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            )
+        except ApiException as e:
+            _raise(e)
+        return out
+
+    # --- owned objects -------------------------------------------------------------------------
+
+    def secret_value(self, namespace: str, name: str, key: str) -> str:
+        """One key of a Secret, decoded. NotFound if the Secret or the key is missing."""
+        try:
+            s = self.core.read_namespaced_secret(
+                name, namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS
+            )
+        except ApiException as e:
+            _raise(e)
+        data = s.data or {}
+        if key not in data:
+            raise NotFound(f"Secret {namespace}/{name} has no key {key!r}")
+        return base64.b64decode(data[key]).decode().strip()
+
+    def ensure(self, kind: str, namespace: str, body: Obj) -> Obj:
+        """Creates ``body`` unless it exists; returns the object (existing ones unchanged)."""
+        create, read = {
+            "ConfigMap": (
+                self.core.create_namespaced_config_map, self.core.read_namespaced_config_map
+            ),
+            "Secret": (self.core.create_namespaced_secret, self.core.read_namespaced_secret),
+            "Service": (self.core.create_namespaced_service, self.core.read_namespaced_service),
+            "Pod": (self.core.create_namespaced_pod, self.core.read_namespaced_pod),
+        }[kind]
+        try:
+            created = create(namespace, body, _request_timeout=REQUEST_TIMEOUT_SECONDS)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            try:
+                existing = read(body["metadata"]["name"], namespace)
+            except ApiException as e2:
+                _raise(e2)
+            return dict(self.client.sanitize_for_serialization(existing))
+        return dict(self.client.sanitize_for_serialization(created))
+
+    def update_config_map_data(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        try:
+            self.core.patch_namespaced_config_map(
+                name, namespace, {"data": data}, _content_type=MERGE_PATCH,
+                _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            )
+        except ApiException as e:
+            _raise(e)
+
+    def read_pod(self, namespace: str, name: str) -> Obj | None:
+        try:
+            pod = self.core.read_namespaced_pod(
+                name, namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS
+            )
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return dict(self.client.sanitize_for_serialization(pod))
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(
+                name, namespace, grace_period_seconds=30,
+                _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    # --- Events ------------------------------------------------------------------------------
+
+    def event(self, job: Obj, type_: str, reason: str, message: str, action: str = "") -> None:
+        """A core/v1 Event on the StreamJob (``kubectl describe sj`` and ``get events``)."""
+        meta = job["metadata"]
+        now = dt.datetime.now(dt.UTC)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
+                "namespace": meta["namespace"],
+            },
+            "involvedObject": {
+                "apiVersion": job.get("apiVersion", f"{GROUP}/{VERSION}"),
+                "kind": "StreamJob",
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "action": action or reason,
+            "source": {"component": MANAGER},
+            "reportingComponent": MANAGER,
+            "reportingInstance": MANAGER,
+            "firstTimestamp": now.isoformat(),
+            "lastTimestamp": now.isoformat(),
+            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "count": 1,
+        }
+        self.core.create_namespaced_event(
+            meta["namespace"], body, _request_timeout=REQUEST_TIMEOUT_SECONDS
+        )

@@ -1,0 +1,65 @@
+"""The controller's own Prometheus metrics (``stream_autoscaler_controller_*``).
+
+Usage::
+
+    m = ControllerMetrics()            # its own registry; serve it with m.serve(port)
+    m.decision(decision); m.action("scale", "succeeded", 12.5); m.evaluated(0.004)
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from controller.core import Decision
+
+P = "stream_autoscaler_controller_"
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+ACTION_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class ControllerMetrics:
+    """Reconciles, decisions by reason, action latency, errors, the queue and leadership."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.reconciles = Counter(P + "reconciles_total", "Reconcile passes by result.",
+                                  ["result"], registry=r)
+        self.decisions = Counter(P + "decisions_total", "Decisions by action and reason.",
+                                 ["action", "reason"], registry=r)
+        self.actions = Counter(P + "actions_total", "Actions by kind and outcome.",
+                               ["action", "outcome"], registry=r)
+        self.action_seconds = Histogram(P + "action_seconds",
+                                        "Action latency: intent written to outcome known (s).",
+                                        ["action"], buckets=ACTION_BUCKETS, registry=r)
+        self.evaluation_seconds = Histogram(P + "evaluation_seconds",
+                                            "One evaluation: collect, decide, write status (s).",
+                                            buckets=LATENCY_BUCKETS, registry=r)
+        self.errors = Counter(P + "errors_total", "Errors by kind.", ["kind"], registry=r)
+        self.events = Counter(P + "events_total", "Kubernetes Events emitted.",
+                              ["type", "reason"], registry=r)
+        self.queue_depth = Gauge(P + "queue_depth", "Keys ready in the work queue.", registry=r)
+        self.jobs = Gauge(P + "jobs", "StreamJobs in the cache.", registry=r)
+        self.leader = Gauge(P + "leader", "1 while this instance holds the Lease.", registry=r)
+        self.watch_restarts = Counter(P + "watch_restarts_total",
+                                      "Watches restarted, by kind and why (expired = 410 Gone).",
+                                      ["kind", "reason"], registry=r)
+
+    def decision(self, d: Decision) -> None:
+        self.decisions.labels(d.action.value, d.reason.value).inc()
+
+    def action(self, action: str, outcome: str, seconds: float) -> None:
+        self.actions.labels(action, outcome).inc()
+        if outcome not in ("started", "accepted"):
+            self.action_seconds.labels(action).observe(seconds)
+
+    def evaluated(self, seconds: float) -> None:
+        self.evaluation_seconds.observe(seconds)
+
+    def error(self, kind: str) -> None:
+        self.errors.labels(kind).inc()
+
+    def event(self, type_: str, reason: str) -> None:
+        self.events.labels(type_, reason).inc()
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        start_http_server(port, addr=addr, registry=self.registry)

@@ -1,0 +1,546 @@
+"""Reconcile one StreamJob: collect -> decide -> act, with the intent written first.
+
+Usage::
+
+    r = Reconciler(api, settings, jobs_cache.get, policies_cache.get, sources, metrics)
+    requeue_after = r.reconcile(("ns", "job"))   # seconds until the next evaluation, or None
+
+Crash safety (STYLE item 9): before an action the intent (action id, targets) goes to status;
+the runner keeps actions by id. A controller that restarts with an intent in status asks the
+runner about that id and follows it to its end, re-sends it if the runner never got it (same id,
+so never twice), or abandons it after ``intent_timeout_seconds``. Each step is idempotent.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+
+from controller.core import Action, Decision, MetricsSnapshot, ScalingHistory, decide
+from controller.core.history import HistoryEntry, HistoryLimits
+from controller.core.policy import ScalingPolicy, ScalingPolicySpec
+from controller.core.streamjob import ActionIntent, StreamJob
+from controller.kube import resources
+from controller.kube.api import KubeApi, NotFound
+from controller.kube.controller_metrics import ControllerMetrics
+from controller.kube.settings import FINALIZER, ControllerSettings
+from controller.kube.status import PHASE_FOR_ACTION, StatusDraft
+from controller.local.runner_client import RunnerClient, RunnerRefused, RunnerUnavailable
+from controller.metrics.prometheus import SnapshotSource
+from controller.metrics.promql import Window
+
+log = structlog.get_logger("stream_autoscaler.reconciler")
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+STATUS_HISTORY = HistoryLimits(max_entries=90, max_age_seconds=900.0)
+"""History kept in status: 90 entries (15 min of 10 s evaluations) bound the object's size
+(~15 kB) while covering the scale-down stabilization window, cooldown and restart budgets."""
+
+REFUSING_HOLDS = {
+    "AtMaxCapacity",
+    "BlockedIneffective",
+    "SourcePartitionBound",
+    "DriverOverheadBound",
+    "Skewed",
+    "PartitionBoundRepartitionDisabled",
+    "RepartitionNotWorthIt",
+    "NoMetrics",
+    "StaleMetrics",
+}
+"""Holds that refuse a change the load asks for (or cannot see): each gets an Event when it
+starts, so a refusal is visible in ``kubectl describe`` and not only in logs."""
+
+
+@dataclass
+class Target:
+    """Where a job's runner answers, and how it is measured."""
+
+    control_url: str
+    metrics_url: str
+    token: str
+    managed: bool
+
+
+class Degraded(Exception):
+    """The job cannot be evaluated as specified (missing policy, invalid spec, no token)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+SourceFactory = Callable[[Key, Target], SnapshotSource]
+
+
+class Reconciler:
+    """Reconciles StreamJobs one key at a time (the manager runs several keys in parallel)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        settings: ControllerSettings,
+        get_job: Callable[[Key], Obj | None],
+        get_policy: Callable[[Key], Obj | None],
+        source_for: SourceFactory,
+        metrics: ControllerMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.settings = settings
+        self.get_job = get_job
+        self.get_policy = get_policy
+        self.source_for = source_for
+        self.metrics = metrics
+        self.clock = clock
+        self._clients: dict[Key, tuple[str, str, RunnerClient]] = {}
+        self._followed: set[str] = set()
+        """Intents this process started or has already picked up (the others were left in
+        flight by a previous controller instance)."""
+
+    # --- entry --------------------------------------------------------------------------------
+
+    def reconcile(self, key: Key) -> float | None:
+        """One pass over one job; the delay until the next pass (None: forget the job)."""
+        obj = self.get_job(key)
+        if obj is None:
+            self._clients.pop(key, None)
+            return None
+        if obj["metadata"].get("deletionTimestamp"):
+            return self._finalize(key, obj)
+        if FINALIZER not in (obj["metadata"].get("finalizers") or []):
+            obj = self.api.set_finalizer(obj, present=True)
+        now = self.clock()
+        draft = StatusDraft.from_object(obj, now)
+        try:
+            job, policy = self._parse(key, obj)
+            target = self._target(key, obj, job, policy, draft)
+        except Degraded as e:
+            return self._degraded(obj, draft, e)
+        if target is None:  # managed driver not up yet: status says why
+            self._write(obj, draft)
+            return self.settings.action_poll_seconds * 2
+        client = self._client(key, target)
+        intent = draft.intent()
+        if intent is not None:
+            return self._follow(obj, draft, client, intent, policy)
+        return self._evaluate(key, obj, draft, client, target, job, policy)
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def _parse(self, key: Key, obj: Obj) -> tuple[StreamJob, ScalingPolicySpec]:
+        try:
+            job = StreamJob.model_validate({k: v for k, v in obj.items() if k != "status"})
+        except ValidationError as e:
+            raise Degraded("SpecInvalid", _problems(e, "spec")) from None
+        ref = job.spec.policy_ref.name
+        pobj = self.get_policy((key[0], ref))
+        if pobj is None:
+            raise Degraded(
+                "PolicyNotFound", f"ScalingPolicy {key[0]}/{ref} not found: holding as is"
+            )
+        try:
+            policy = ScalingPolicy.model_validate(
+                {k: v for k, v in pobj.items() if k != "status"}
+            )
+        except ValidationError as e:
+            raise Degraded(
+                "PolicyInvalid", f"ScalingPolicy {key[0]}/{ref}: " + _problems(e, "")
+            ) from None
+        return job, policy.spec
+
+    def _target(
+        self, key: Key, obj: Obj, job: StreamJob, policy: ScalingPolicySpec, draft: StatusDraft
+    ) -> Target | None:
+        attach = job.spec.attach
+        if attach is not None:
+            token = ""
+            if attach.token_secret_ref is not None:
+                ref = attach.token_secret_ref
+                try:
+                    token = self.api.secret_value(key[0], ref.name, ref.key)
+                except NotFound as e:
+                    raise Degraded("TokenSecretNotFound", str(e)) from None
+            return Target(attach.control_url, attach.metrics_url, token, managed=False)
+        return self._ensure_managed(key, obj, job, policy, draft)
+
+    def _ensure_managed(
+        self, key: Key, obj: Obj, job: StreamJob, policy: ScalingPolicySpec, draft: StatusDraft
+    ) -> Target | None:
+        s = self.settings.managed
+        names = resources.Names.of(obj)
+        sec = self.api.ensure("Secret", key[0], resources.secret(obj))
+        token = self.api.secret_value(key[0], names.secret, resources.TOKEN_KEY) if not (
+            sec.get("data") or {}
+        ).get(resources.TOKEN_KEY) else _b64(sec["data"][resources.TOKEN_KEY])
+        b = policy.executors
+        start = b.initial if b.initial is not None else job.spec.executors.initial
+        executors = (draft.doc.get("executors") or {}).get("target") or min(
+            max(start, b.min), b.max
+        )
+        manifest = resources.runner_manifest(job, names, s, executors)
+        cm = self.api.ensure("ConfigMap", key[0], resources.config_map(obj, manifest))
+        if (cm.get("data") or {}).get(resources.MANIFEST_KEY) != manifest:
+            self.api.update_config_map_data(key[0], names.config_map,
+                                            {resources.MANIFEST_KEY: manifest})
+        self.api.ensure("Service", key[0], resources.service(obj, s))
+        pod = self.api.read_pod(key[0], names.driver)
+        pod_phase = ((pod or {}).get("status") or {}).get("phase")
+        if pod is None or pod_phase in ("Failed", "Succeeded"):
+            recovering = pod is not None or draft.doc.get("lastCommittedBatch") is not None
+            if pod is not None:  # ended: remove it; the next pass starts a new one
+                self.api.delete_pod(key[0], names.driver)
+                draft.phase("Recovering")
+                draft.condition("Ready", "False", "DriverEnded",
+                                f"driver pod ended ({pod_phase}); restarting it")
+                return None
+            self.api.ensure(
+                "Pod", key[0],
+                resources.driver_pod(obj, job, s, executors, policy.executors.max),
+            )
+            draft.phase("Recovering" if recovering else "Pending")
+            draft.target(executors=executors)
+            draft.condition("Ready", "False", "DriverStarting",
+                            f"driver pod {names.driver} created with {executors} executor(s)")
+            if recovering:
+                self._event(obj, "Warning", "RecoverFromFailure",
+                            f"driver pod {names.driver} was gone; recreated from the latest "
+                            f"checkpoint with {executors} executor(s)")
+            return None
+        if pod_phase != "Running":
+            draft.phase("Pending")
+            draft.condition("Ready", "False", "DriverPending", f"driver pod is {pod_phase}")
+            return None
+        return Target(names.control_url(s), names.metrics_url(s), token, managed=True)
+
+    def _client(self, key: Key, t: Target) -> RunnerClient:
+        cached = self._clients.get(key)
+        if cached is None or cached[:2] != (t.control_url, t.token):
+            cached = (t.control_url, t.token, RunnerClient(t.control_url, t.token))
+            self._clients[key] = cached
+        return cached[2]
+
+    # --- evaluate and act ---------------------------------------------------------------------
+
+    def _evaluate(
+        self, key: Key, obj: Obj, draft: StatusDraft, client: RunnerClient, target: Target,
+        job: StreamJob, policy: ScalingPolicySpec,
+    ) -> float:
+        started = time.monotonic()
+        now = draft.now
+        runner = _try_status(client)
+        source = self.source_for(key, target)
+        name = (runner or {}).get("job") or key[1]
+        snap = source.snapshot(str(name), Window(policy.timing.window_seconds), now)
+        history = draft.history()
+        decision = decide(snap, policy, history, now)
+        draft.observe(snap, runner)
+        draft.decided(decision)
+        history = _record(history, decision, now, acted=False)
+        draft.set_history(history)
+        self.metrics.decision(decision)
+        if decision.acts and decision.action is Action.RECOVER and not target.managed:
+            decision = decision.model_copy(update={"enforced": False})
+            draft.decided(decision)
+            self._degraded_note(obj, draft, "AttachedRunnerDown",
+                                f"{decision.message}; the runner at {target.control_url} is not "
+                                "owned by the controller: restart it from its checkpoint")
+        elif decision.acts:
+            return self._act(obj, draft, client, decision, snap, history)
+        else:
+            phase = "Running" if runner and runner.get("phase") == "Running" else (
+                "Degraded" if snap.observed_at is None else "Running")
+            draft.phase(phase)
+            ready = phase == "Running"
+            draft.condition("Ready", "True" if ready else "False",
+                            "Running" if ready else decision.reason.value,
+                            decision.message)
+            draft.condition("Degraded", "False", "AsExpected", "")
+            self._refusal_event(obj, decision)
+        self._write(obj, draft)
+        self.metrics.evaluated(time.monotonic() - started)
+        log.info("decision", job=f"{key[0]}/{key[1]}", action=decision.action.value,
+                 reason=decision.reason.value, message=decision.message,
+                 enforced=decision.enforced, ms=round((time.monotonic() - started) * 1000, 1))
+        return policy.timing.evaluation_interval_seconds
+
+    def _act(
+        self, obj: Obj, draft: StatusDraft, client: RunnerClient, d: Decision,
+        snap: MetricsSnapshot, history: ScalingHistory,
+    ) -> float:
+        intent = ActionIntent(
+            action_id=f"{obj['metadata']['uid'][:8]}-{uuid.uuid4().hex[:8]}",
+            action=d.action.value,
+            target_executors=d.target_executors,
+            target_partitions=d.target_partitions,
+            started_at=draft.now,
+        )
+        draft.set_intent(intent)
+        draft.phase(PHASE_FOR_ACTION.get(d.action.value, "Scaling"))
+        draft.target(executors=d.target_executors)
+        draft.condition("Progressing", "True", d.reason.value, d.message)
+        # the action enters the history with the intent (cooldown, ineffective-move checks);
+        # a refusal takes both back
+        draft.set_history(_with_action(history, intent, d.reason.value, snap.processed_rate,
+                                       d.sizing.target_capacity_rate))
+        # 1. the intent reaches etcd before anything changes (a 409 here: nothing was done)
+        obj = self._write(obj, draft)
+        self._event(obj, "Normal", d.reason.value, d.message, d.action.value)
+        self.metrics.action(d.action.value, "started", 0.0)
+        self._followed.add(intent.action_id)
+        # 2. the first step goes to the runner under the intent's id
+        return self._advance(obj, draft, client, intent, _try_status(client), refusal_ends=True,
+                             history_before=history)
+
+    def _recover_managed(self, obj: Obj) -> None:
+        names = resources.Names.of(obj)
+        self.api.delete_pod(names.namespace, names.driver)
+
+    # --- an action in flight ------------------------------------------------------------------
+
+    def _follow(
+        self, obj: Obj, draft: StatusDraft, client: RunnerClient, intent: ActionIntent,
+        policy: ScalingPolicySpec,
+    ) -> float:
+        runner = _try_status(client)
+        draft.observe(None, runner)
+        if intent.action_id not in self._followed:
+            self._followed.add(intent.action_id)
+            self._event(obj, "Normal", "ActionResumed",
+                        f"{intent.action} {intent.action_id} was in flight "
+                        f"({draft.now - intent.started_at:.0f} s) when the previous controller "
+                        "stopped: following it to its end (never sending a step twice)")
+        if intent.action == "recover":
+            if runner is not None and runner.get("phase") == "Running":
+                return self._end_intent(obj, draft, intent, "succeeded", "", runner)
+            if draft.now - intent.started_at >= self.settings.intent_timeout_seconds:
+                return self._end_intent(obj, draft, intent, "abandoned",
+                                        "the driver did not come back", runner)
+            draft.phase("Recovering")
+            self._write(obj, draft)
+            return self.settings.action_poll_seconds
+        return self._advance(obj, draft, client, intent, runner, refusal_ends=False)
+
+    def _advance(
+        self, obj: Obj, draft: StatusDraft, client: RunnerClient, intent: ActionIntent,
+        runner: Obj | None, refusal_ends: bool, history_before: ScalingHistory | None = None,
+    ) -> float:
+        """Moves an intent one step on: each step is a runner action under its own id, sent
+        only if the runner does not know that id (so a restarted controller never repeats it)."""
+        age = draft.now - intent.started_at
+        if intent.action == "recover":
+            self._recover_managed(obj)
+            draft.phase("Recovering")
+            self._write(obj, draft)
+            return self.settings.action_poll_seconds
+        for step_id, kind, value in _steps(intent):
+            record = _find_action(runner, step_id) if runner else None
+            if record is None:
+                if runner is None and age >= self.settings.intent_timeout_seconds:
+                    return self._end_intent(obj, draft, intent, "abandoned",
+                                            "the runner did not answer", runner)
+                if runner is None:
+                    self._write(obj, draft)
+                    return self.settings.action_poll_seconds
+                try:
+                    if kind == "executors":
+                        client.set_executors(value, step_id)
+                    else:
+                        client.repartition(value, step_id)
+                except (RunnerRefused, RunnerUnavailable) as e:
+                    if refusal_ends or age >= self.settings.intent_timeout_seconds:
+                        if history_before is not None:
+                            draft.set_history(history_before)
+                        return self._end_intent(obj, draft, intent, "refused", str(e), runner)
+                    self._write(obj, draft)
+                    return self.settings.action_poll_seconds
+                self._write(obj, draft)
+                return self.settings.action_poll_seconds
+            state = record.get("state")
+            if state == "running":
+                draft.phase(PHASE_FOR_ACTION.get(intent.action, "Scaling"))
+                self._write(obj, draft)
+                return self.settings.action_poll_seconds
+            if state != "succeeded":
+                return self._end_intent(obj, draft, intent, "failed",
+                                        f"{kind}: {record.get('error') or state}", runner)
+        return self._end_intent(obj, draft, intent, "succeeded", "", runner)
+
+    def _end_intent(
+        self, obj: Obj, draft: StatusDraft, intent: ActionIntent, outcome: str, detail: str,
+        runner: Obj | None,
+    ) -> float:
+        draft.set_intent(None)
+        draft.observe(None, runner)
+        draft.phase("Running" if runner and runner.get("phase") == "Running" else "Degraded")
+        took = draft.now - intent.started_at
+        msg = f"{intent.action} {intent.action_id} {outcome} after {took:.0f} s"
+        if detail:
+            msg += f": {detail}"
+        ok = outcome == "succeeded"
+        draft.condition("Progressing", "False", "ActionSucceeded" if ok else "ActionFailed", msg)
+        self._write(obj, draft)
+        self.metrics.action(intent.action, outcome, took)
+        self._event(obj, "Normal" if ok else "Warning",
+                    "ActionSucceeded" if ok else f"Action{outcome.capitalize()}", msg)
+        return self.settings.action_poll_seconds
+
+    # --- degraded, deletion -------------------------------------------------------------------
+
+    def _degraded(self, obj: Obj, draft: StatusDraft, e: Degraded) -> float:
+        was = next((c for c in draft.doc.get("conditions") or []
+                    if c.get("type") == "Degraded"), {})
+        self._degraded_note(obj, draft, e.reason, e.message, event=False)
+        self._write(obj, draft)  # first the status, so a 409 here does not repeat the Event
+        if was.get("reason") != e.reason or was.get("status") != "True":
+            self._event(obj, "Warning", e.reason, e.message)
+        self.metrics.error("degraded")
+        return self.settings.default_interval_seconds
+
+    def _degraded_note(self, obj: Obj, draft: StatusDraft, reason: str, message: str,
+                       event: bool = True) -> None:
+        draft.phase("Degraded")
+        draft.condition("Degraded", "True", reason, message)
+        draft.condition("Ready", "False", reason, message)
+        if event:
+            self._event(obj, "Warning", reason, message)
+
+    def _finalize(self, key: Key, obj: Obj) -> float | None:
+        if FINALIZER not in (obj["metadata"].get("finalizers") or []):
+            return None
+        spec = obj.get("spec") or {}
+        attach = spec.get("attach")
+        try:
+            if attach:
+                ref = attach.get("tokenSecretRef")
+                token = self.api.secret_value(key[0], ref["name"], ref.get("key", "token")) \
+                    if ref else ""
+                url = attach["controlUrl"]
+            else:
+                names = resources.Names.of(obj)
+                token = self.api.secret_value(key[0], names.secret, resources.TOKEN_KEY)
+                url = names.control_url(self.settings.managed)
+            outcome = _stop_runner(RunnerClient(url, token), self.settings.stop_timeout_seconds)
+        except NotFound as e:
+            outcome = f"not confirmed: {e}"
+        self._event(obj, "Normal" if outcome == "stopped" else "Warning", "Stopped",
+                    f"query {outcome} at a batch boundary before deletion")
+        self.api.set_finalizer(obj, present=False)
+        self._clients.pop(key, None)
+        return None
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def _write(self, obj: Obj, draft: StatusDraft) -> Obj:
+        body = draft.body()
+        if body == (obj.get("status") or {}):
+            return obj
+        new = self.api.replace_status(obj, body)
+        obj.clear()
+        obj.update(new)  # later writes in this pass start from the new resourceVersion
+        return obj
+
+    def _event(self, obj: Obj, type_: str, reason: str, message: str, action: str = "") -> None:
+        try:
+            self.api.event(obj, type_, reason, message, action)
+            self.metrics.event(type_, reason)
+        except Exception as e:  # an Event lost must not lose the action
+            log.warning("event_failed", reason=reason, error=f"{type(e).__name__}: {e}")
+
+    def _refusal_event(self, obj: Obj, d: Decision) -> None:
+        last = ((obj.get("status") or {}).get("lastDecision") or {}).get("reason")
+        if d.reason.value in REFUSING_HOLDS and d.reason.value != last:
+            self._event(obj, "Warning", d.reason.value, d.message)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _problems(e: ValidationError, prefix: str) -> str:
+    out = []
+    for err in e.errors()[:5]:
+        path = ".".join(str(p) for p in err["loc"])
+        out.append(f"{path}: {err['msg']}")
+    return "; ".join(out)
+
+
+def _b64(v: str) -> str:
+    import base64
+
+    return base64.b64decode(v).decode().strip()
+
+
+def _try_status(client: RunnerClient) -> Obj | None:
+    try:
+        return client.status()
+    except (RunnerUnavailable, RunnerRefused):
+        return None
+
+
+def _find_action(runner: Obj, action_id: str) -> Obj | None:
+    for a in [runner.get("action"), *(runner.get("recentActions") or [])]:
+        if a and a.get("id") == action_id:
+            return dict(a)
+    return None
+
+
+def _steps(intent: ActionIntent) -> list[tuple[str, str, int]]:
+    """The runner actions of an intent, in order, each with its own id. A repartition that also
+    changes executors first sets the executors (they register while the query runs), then
+    stops at a batch boundary and repartitions onto them."""
+    steps: list[tuple[str, str, int]] = []
+    if intent.action == "scale":
+        steps.append((intent.action_id, "executors", int(intent.target_executors or 0)))
+    elif intent.action == "repartition":
+        if intent.target_executors is not None:
+            steps.append((f"{intent.action_id}-x", "executors", int(intent.target_executors)))
+        steps.append((intent.action_id, "repartition", int(intent.target_partitions or 1)))
+    return steps
+
+
+def _stop_runner(client: RunnerClient, timeout: float) -> str:
+    try:
+        client.stop(action_id="finalizer-stop")
+    except RunnerUnavailable as e:
+        return f"not confirmed (runner unreachable: {e})"
+    except RunnerRefused as e:
+        if e.status != 409:
+            return f"not confirmed ({e})"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = _try_status(client)
+        if st is None or st.get("phase") in ("Stopped", "Failed"):
+            return "stopped"
+        time.sleep(1.0)
+    return f"not confirmed within {timeout:g} s"
+
+
+def _record(history: ScalingHistory, d: Decision, now: float, acted: bool) -> ScalingHistory:
+    from controller.core import record
+
+    done = d if acted else d.model_copy(update={"enforced": False})
+    return record(history, done, now, limits=STATUS_HISTORY)
+
+
+def _with_action(
+    history: ScalingHistory, intent: ActionIntent, reason: str, rate_before: float | None,
+    expected: float | None,
+) -> ScalingHistory:
+    entry = HistoryEntry(
+        time=intent.started_at,
+        kind="action",
+        action=intent.action,
+        executors=intent.target_executors,
+        partitions=intent.target_partitions,
+        reason=reason,
+        rate_before=rate_before,
+        expected_rate=expected,
+    )
+    return history.add(entry, intent.started_at, STATUS_HISTORY)

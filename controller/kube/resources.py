@@ -1,0 +1,218 @@
+"""The objects a managed StreamJob owns, as pure functions of the job (no API calls).
+
+Usage::
+
+    names = Names.of(job_obj)
+    cm = config_map(job_obj, job_model, settings)     # the runner's manifest, Spark-on-K8s conf
+    pod = driver_pod(job_obj, job_model, settings, executors=2, max_executors=8)
+
+Everything carries an ownerReference to the StreamJob, so deleting the job deletes them (after
+the finalizer has stopped the query at a batch boundary). The driver runs the runner with
+``--master k8s://...``: Spark creates the executor pods under the drivers' ServiceAccount and
+reaches the driver through the headless Service.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from controller.core.streamjob import StreamJob
+from controller.kube.settings import GROUP, VERSION, ManagedSettings
+
+Obj = dict[str, Any]
+JOB_LABEL = "stream-autoscaler.io/job"
+TOKEN_KEY = "token"
+MANIFEST_KEY = "job.yaml"
+MANIFEST_DIR = "/etc/stream-autoscaler"
+IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
+
+
+@dataclass(frozen=True)
+class Names:
+    """The names of a job's owned objects."""
+
+    job: str
+    namespace: str
+
+    @staticmethod
+    def of(obj: Obj) -> Names:
+        return Names(obj["metadata"]["name"], obj["metadata"]["namespace"])
+
+    @property
+    def driver(self) -> str:
+        return f"{self.job}-driver"
+
+    @property
+    def service(self) -> str:
+        return f"{self.job}-driver-svc"
+
+    @property
+    def config_map(self) -> str:
+        return f"{self.job}-manifest"
+
+    @property
+    def secret(self) -> str:
+        return f"{self.job}-control-token"
+
+    def host(self) -> str:
+        return f"{self.service}.{self.namespace}.svc"
+
+    def control_url(self, s: ManagedSettings) -> str:
+        return f"http://{self.host()}:{s.control_port}"
+
+    def metrics_url(self, s: ManagedSettings) -> str:
+        return f"http://{self.host()}:{s.metrics_port}/metrics"
+
+
+def owner_reference(obj: Obj) -> Obj:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "StreamJob",
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _meta(obj: Obj, name: str, component: str) -> Obj:
+    return {
+        "name": name,
+        "namespace": obj["metadata"]["namespace"],
+        "labels": {
+            "app.kubernetes.io/name": "stream-autoscaler",
+            "app.kubernetes.io/component": component,
+            "app.kubernetes.io/managed-by": "stream-autoscaler",
+            JOB_LABEL: obj["metadata"]["name"],
+        },
+        "ownerReferences": [owner_reference(obj)],
+    }
+
+
+def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors: int) -> str:
+    """The StreamJob manifest the driver runs: the user's spec plus Spark-on-Kubernetes conf."""
+    conf = {
+        "spark.kubernetes.namespace": names.namespace,
+        "spark.kubernetes.container.image": s.image,
+        "spark.kubernetes.driver.pod.name": names.driver,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": s.spark_service_account,
+        "spark.kubernetes.executor.podNamePrefix": names.job,
+        "spark.driver.host": names.host(),
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(s.driver_port),
+        "spark.blockManager.port": str(s.block_manager_port),
+        "spark.ui.port": str(s.ui_port),
+        "spark.executor.instances": str(executors),
+        **job.spec.spark.conf,  # the user's settings win
+    }
+    spark = job.spec.spark.model_copy(update={"master": IN_CLUSTER_MASTER, "conf": conf})
+    spec = job.spec.model_copy(update={"spark": spark, "attach": None})
+    doc = job.model_copy(update={"spec": spec, "status": None}).model_dump(
+        by_alias=True, exclude_none=True, mode="json"
+    )
+    doc["metadata"] = {"name": names.job, "namespace": names.namespace}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def config_map(obj: Obj, manifest: str) -> Obj:
+    names = Names.of(obj)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(obj, names.config_map, "manifest"),
+        "data": {MANIFEST_KEY: manifest},
+    }
+
+
+def secret(obj: Obj) -> Obj:
+    """The control token Secret; a new random token (an existing Secret is never replaced)."""
+    names = Names.of(obj)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(obj, names.secret, "control-token"),
+        "type": "Opaque",
+        "stringData": {TOKEN_KEY: secrets.token_urlsafe(32)},
+    }
+
+
+def service(obj: Obj, s: ManagedSettings) -> Obj:
+    """Headless: executors reach the driver by DNS, the controller reaches its endpoints."""
+    names = Names.of(obj)
+    ports = [
+        ("driver", s.driver_port),
+        ("blockmanager", s.block_manager_port),
+        ("ui", s.ui_port),
+        ("control", s.control_port),
+        ("metrics", s.metrics_port),
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(obj, names.service, "driver"),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {JOB_LABEL: names.job, "spark-role": "driver"},
+            "ports": [{"name": n, "port": p, "targetPort": p} for n, p in ports],
+        },
+    }
+
+
+def driver_pod(
+    obj: Obj, job: StreamJob, s: ManagedSettings, executors: int, max_executors: int
+) -> Obj:
+    """The driver: ``stream-autoscaler runner`` in Spark-on-Kubernetes mode."""
+    names = Names.of(obj)
+    meta = _meta(obj, names.driver, "driver")
+    meta["labels"]["spark-role"] = "driver"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "serviceAccountName": s.spark_service_account,
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "runner",
+                    "image": s.image,
+                    "args": [
+                        "runner",
+                        "--job", f"{MANIFEST_DIR}/{MANIFEST_KEY}",
+                        "--master", IN_CLUSTER_MASTER,
+                        "--bind", "0.0.0.0",
+                        "--control-port", str(s.control_port),
+                        "--metrics-port", str(s.metrics_port),
+                        "--executors", str(executors),
+                        "--max-executors", str(max_executors),
+                    ],
+                    "env": [
+                        {
+                            "name": "STREAM_AUTOSCALER_TOKEN",
+                            "valueFrom": {
+                                "secretKeyRef": {"name": names.secret, "key": TOKEN_KEY}
+                            },
+                        },
+                    ],
+                    "ports": [
+                        {"name": "control", "containerPort": s.control_port},
+                        {"name": "metrics", "containerPort": s.metrics_port},
+                        {"name": "driver", "containerPort": s.driver_port},
+                        {"name": "blockmanager", "containerPort": s.block_manager_port},
+                        {"name": "ui", "containerPort": s.ui_port},
+                    ],
+                    "readinessProbe": {
+                        "httpGet": {"path": "/healthz", "port": "control"},
+                        "periodSeconds": 5,
+                    },
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                    "volumeMounts": [{"name": "manifest", "mountPath": MANIFEST_DIR}],
+                }
+            ],
+            "volumes": [{"name": "manifest", "configMap": {"name": names.config_map}}],
+        },
+    }
