@@ -398,6 +398,7 @@ class FakeRunners:
 class _Handler(BaseHTTPRequestHandler):
     runners: FakeRunners
     protocol_version = "HTTP/1.1"  # keep-alive: a controller's Session reuses its connection
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
     server_version = "stream-autoscaler-fake"
 
     def log_message(self, format: str, *args: Any) -> None:
