@@ -183,12 +183,25 @@ def build_query(
     df = validate_job(spark, spec, run_started_at=run_started_at)
     from operators.sinks import sink_writer
 
-    writer = _wrap("sink", lambda: sink_writer(df, spec.sink, query_name=query_name))
+    keys = _key_columns(spec, df)
+    writer = _wrap(
+        "sink", lambda: sink_writer(df, spec.sink, query_name=query_name, key_columns=keys)
+    )
     writer = writer.option("checkpointLocation", spec.checkpoint.location)
     if query_name:
         writer = writer.queryName(query_name)
     interval = spec.trigger.interval_seconds
     return writer.trigger(processingTime=f"{round(interval * 1000)} milliseconds")
+
+
+def _key_columns(spec: StreamJobSpec, df: DataFrame) -> list[str]:
+    """Output columns that identify a row of a final aggregation (window and grouping keys):
+    the kafka sink's record key. Empty for other pipelines."""
+    final = spec.pipeline[-1] if spec.pipeline else None
+    if not isinstance(final, AggregateOp):
+        return []
+    values = {aggregation_alias(a) for a in final.aggregations}
+    return [c for c in df.columns if c not in values]
 
 
 def apply_operator(spark: SparkSession, df: DataFrame, op: Operator, read: ReadSource) -> DataFrame:

@@ -60,6 +60,11 @@ class Backlog:
     age_seconds: float | None = None
     arrived_total: float | None = None
     """Records that have arrived since the run start (latest offset), for the arrival rate."""
+    source_partitions: int | None = None
+    """Partitions the source reads per batch, when the offsets tell (Kafka: topic-partitions,
+    or ``minPartitions`` when larger)."""
+    partition_lags: tuple[tuple[str, int, float, float | None], ...] = ()
+    """Kafka: ``(topic, partition, offsets behind latest, age of the oldest unread record)``."""
 
 
 class RunnerMetrics:
@@ -108,6 +113,11 @@ class RunnerMetrics:
         self.task_slots = g("task_slots", "Live executors x cores per executor.")
         self.source_partitions = g("source_partitions", "Source partitions: the read-stage cap.")
         self.state_partitions = g("state_partitions", "State partitions (shuffle partitions).")
+        jtp = ["job", "topic", "partition"]
+        self.kafka_behind = g("kafka_offsets_behind_latest", "Kafka: offsets between the last "
+                              "committed batch's end and the broker's latest, per partition.", jtp)
+        self.kafka_age = g("kafka_backlog_age_seconds", "Kafka: age of the oldest unprocessed "
+                           "record of the partition (its timestamp); 0 when none waits.", jtp)
         self.last_batch = g("last_committed_batch", "Id of the last committed batch.")
         self.last_progress = g("last_progress_timestamp_seconds", "Unix time of the last batch.")
         self.failures = c("query_failures", "Query terminations with an error.")
@@ -191,6 +201,15 @@ class RunnerMetrics:
         if backlog is not None:
             _set(self.backlog_records.labels(j), backlog.records)
             _set(self.backlog_age.labels(j), backlog.age_seconds)
+            if backlog.source_partitions:
+                self.source_partitions.labels(j).set(backlog.source_partitions)
+            for topic, part, behind, age in backlog.partition_lags:
+                self.kafka_behind.labels(j, topic, str(part)).set(behind)
+                if age is None:  # unknown: drop a stale reading rather than keep it
+                    with contextlib.suppress(KeyError):
+                        self.kafka_age.remove(j, topic, str(part))
+                else:
+                    self.kafka_age.labels(j, topic, str(part)).set(age)
             if backlog.arrived_total is not None:
                 prev = self._arrivals
                 if prev is not None and now > prev[0]:

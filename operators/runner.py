@@ -468,22 +468,41 @@ def backlog_from_progress(p: dict[str, Any], clock: Any) -> Backlog | None:
     """Records waiting and the oldest one's age, from the sources' end and latest offsets.
 
     Burst offsets are ``{"offset": n, "runStartUs": t0}``; the clock turns an offset into its
-    arrival time. Other sources with a numeric offset give records but no age.
+    arrival time. Kafka offsets are ``{"topic": {"partition": n}}``; then ``clock`` is the
+    source's :class:`operators.sources.kafka.KafkaLagProbe`, which asks the broker for the
+    latest offsets and the oldest unread record's timestamp per partition. Other sources with a
+    numeric offset give records but no age.
     """
+    from operators.sources.kafka import KafkaLagProbe, parse_offsets
+
     records, age, arrived = 0.0, None, None
     known = False
+    partitions: int | None = None
+    lags: list[tuple[str, int, float, float | None]] = []
     for s in p.get("sources") or []:
+        kafka_end = parse_offsets(s.get("endOffset")) if isinstance(clock, KafkaLagProbe) else None
+        if kafka_end is not None:
+            kb = clock.backlog(kafka_end, parse_offsets(s.get("latestOffset")))
+            known = True
+            records += kb.records
+            age = kb.age_seconds if age is None else max(age, kb.age_seconds or 0.0)
+            arrived = (arrived or 0.0) + kb.latest_total
+            partitions = max(kb.partitions, clock.source.min_partitions or 0)
+            lags += [(lag.topic, lag.partition, lag.behind, lag.age_seconds) for lag in kb.lags]
+            continue
         end, latest = _offset(s.get("endOffset")), _offset(s.get("latestOffset"))
         if end is None or latest is None:
             continue
         known = True
         records += max(0.0, latest[0] - end[0])
-        if clock is not None and end[1] is not None:
+        if clock is not None and not isinstance(clock, KafkaLagProbe) and end[1] is not None:
             now = time.time()
             a = clock.backlog_age(int(end[0]), now, end[1])
             age = a if age is None else max(age, a)
             arrived = (arrived or 0.0) + clock.latest_offset(now, end[1])
-    return Backlog(records, age, arrived) if known else None
+    if not known:
+        return None
+    return Backlog(records, age, arrived, source_partitions=partitions, partition_lags=tuple(lags))
 
 
 def _offset(raw: Any) -> tuple[float, float | None] | None:
@@ -505,6 +524,14 @@ def _offset(raw: Any) -> tuple[float, float | None] | None:
 
 
 def _burst_clock(source: Any) -> Any:
+    """What turns the source's offsets into a backlog: a burst source's clock, a Kafka source's
+    lag probe, or None."""
+    from controller.core.streamjob import KafkaSource
+
+    if isinstance(source, KafkaSource):
+        from operators.sources.kafka import KafkaLagProbe
+
+        return KafkaLagProbe(source)
     if not isinstance(source, BurstSource):
         return None
     try:

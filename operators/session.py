@@ -77,7 +77,22 @@ def session_conf(spec: StreamJobSpec, options: SessionOptions) -> dict[str, str]
     }
     conf.update(spark_conf_for(spec))
     conf.update(options.extra_conf)
+    jars = kafka_jars_for(spec)
+    if jars:
+        conf["spark.jars"] = ",".join(j for j in (conf.get("spark.jars"), *jars) if j)
     return conf
+
+
+def kafka_jars_for(spec: StreamJobSpec) -> list[str]:
+    """Spark's Kafka connector jars (local paths, cached by hack/tools/kafka/resolve.sh) when
+    the job reads or writes Kafka; else []. Raises ValueError naming the missing jars."""
+    from operators.sources import uses_kafka
+
+    if not uses_kafka(spec):
+        return []
+    from operators.sources.kafka import kafka_jars
+
+    return kafka_jars()
 
 
 def create_session(spec: StreamJobSpec, options: SessionOptions) -> SparkSession:

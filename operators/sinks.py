@@ -5,14 +5,23 @@
   replayable) replaces its own earlier attempt, so the directory holds every batch exactly once.
   Formats parquet, json, csv (header). In update mode a key's current value is its row in the
   highest batch id; :func:`read_files_output` reads them back with the batch id as a column.
-* ``memory`` (table named after the query), ``console``, ``noop`` (throughput runs);
-* ``kafka``: not yet supported (a later issue).
+* ``kafka``: ``foreachBatch`` writes each micro-batch's rows to the topic as JSON (``value``;
+  ``key`` = the row's grouping keys as JSON when the last operator aggregates), each record
+  carrying the headers ``sa-batch`` (batch id) and ``sa-attempt`` (one id per write attempt);
+  after the rows are acknowledged, one *marker* record (header ``sa-marker``) says the attempt
+  is complete. A replayed batch writes the same rows again under a new attempt, so a reader
+  that keeps, per batch id, the rows of one complete attempt (:func:`read_kafka_output`) sees
+  every batch exactly once: idempotent on the batch id, as the files sink, without Kafka
+  transactions (which Spark's Kafka writer does not use).
+* ``memory`` (table named after the query), ``console``, ``noop`` (throughput runs).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import uuid
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -29,6 +38,9 @@ TEXT_OPTIONS = {
     "csv": {"header": "true", "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"},
 }
 """Text formats keep timestamps to the microsecond (Spark's default stops at milliseconds)."""
+HEADER_BATCH, HEADER_ATTEMPT, HEADER_MARKER = "sa-batch", "sa-attempt", "sa-marker"
+"""Kafka sink record headers: batch id, write attempt, and the attempt's completion marker."""
+JSON_OPTIONS = TEXT_OPTIONS["json"]
 
 
 class SinkError(ValueError):
@@ -37,8 +49,8 @@ class SinkError(ValueError):
 
 def check_sink(sink: Sink) -> None:
     """Raises :class:`SinkError` for a sink that cannot be written (before anything starts)."""
-    if sink.type == "kafka":
-        raise SinkError("kafka sink: not yet supported (planned in a later issue); use files")
+    if sink.type == "kafka" and not (sink.bootstrap_servers and sink.topic):
+        raise SinkError("kafka sink: needs bootstrapServers and topic")
     if sink.type == "files" and not sink.path:
         raise SinkError("files sink: needs a path")
 
@@ -58,13 +70,78 @@ class FilesBatchWriter:
         writer.options(**TEXT_OPTIONS.get(self.fmt, {})).save(self.batch_path(batch_id))
 
 
-def sink_writer(df: DataFrame, sink: Sink, *, query_name: str | None = None) -> DataStreamWriter:
+class KafkaBatchWriter:
+    """The ``foreachBatch`` function of a ``kafka`` sink (idempotent on the batch id for readers
+    that keep one complete attempt per batch: :func:`read_kafka_output`)."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, key_columns: list[str]) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.key_columns = list(key_columns)
+
+    def _headers(self, *pairs: tuple[str, str]):  # type: ignore[no-untyped-def]
+        from pyspark.sql import functions as F
+
+        return F.array(
+            *[F.struct(F.lit(k).alias("key"), F.lit(v).cast("binary").alias("value"))
+              for k, v in pairs]
+        )  # fmt: skip
+
+    def _save(self, df: DataFrame) -> None:
+        (
+            df.write.format("kafka")
+            .option("kafka.bootstrap.servers", self.bootstrap_servers)
+            .option("topic", self.topic)
+            .save()
+        )
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        attempt = uuid.uuid4().hex[:12]
+        cols = [F.col(f"`{c}`") for c in batch.columns]
+        keys = [F.col(f"`{c}`") for c in self.key_columns if c in batch.columns]
+        key = F.to_json(F.struct(*keys), JSON_OPTIONS) if keys else F.lit(None).cast("string")
+        headers = self._headers((HEADER_BATCH, str(batch_id)), (HEADER_ATTEMPT, attempt))
+        self._save(
+            batch.select(
+                key.alias("key"),
+                F.to_json(F.struct(*cols), JSON_OPTIONS).alias("value"),
+                headers.alias("headers"),
+            )
+        )
+        # Every row above is acknowledged (the writer flushes before its tasks finish): mark
+        # the attempt complete. A driver killed before this line leaves an attempt without a
+        # marker, which readers drop; the replay writes the batch again.
+        marker = json.dumps({"batch": batch_id, "attempt": attempt})
+        marker_headers = self._headers(
+            (HEADER_BATCH, str(batch_id)), (HEADER_ATTEMPT, attempt), (HEADER_MARKER, "1")
+        )
+        self._save(
+            batch.sparkSession.createDataFrame([(marker,)], "value STRING").select(
+                F.lit(None).cast("string").alias("key"), "value", marker_headers.alias("headers")
+            )
+        )
+
+
+def sink_writer(
+    df: DataFrame,
+    sink: Sink,
+    *,
+    query_name: str | None = None,
+    key_columns: list[str] | None = None,
+) -> DataStreamWriter:
     """``df.writeStream`` set up for the sink and its output mode (not started)."""
     check_sink(sink)
     writer = df.writeStream.outputMode(sink.output_mode)
     if sink.type == "files":
         assert sink.path is not None
         return writer.foreachBatch(FilesBatchWriter(sink.path, sink.format))
+    if sink.type == "kafka":
+        assert sink.bootstrap_servers is not None and sink.topic is not None
+        return writer.foreachBatch(
+            KafkaBatchWriter(sink.bootstrap_servers, sink.topic, key_columns or [])
+        )
     if sink.type == "memory":
         return writer.format("memory").queryName(query_name or "results")
     if sink.type == "console":
@@ -72,6 +149,50 @@ def sink_writer(df: DataFrame, sink: Sink, *, query_name: str | None = None) -> 
     if sink.type == "noop":
         return writer.format("noop")
     raise SinkError(f"unknown sink type {sink.type}")
+
+
+def read_kafka_output(
+    spark: SparkSession, sink: Sink, schema: StructType, *, max_batch_id: int | None = None
+) -> DataFrame:
+    """What a kafka sink holds, exactly once per batch: per batch id the rows of one complete
+    attempt (the smallest attempt id with a marker), parsed with ``schema``, plus ``batch_id``.
+    Rows of attempts without a marker (a write cut short) and records without our headers are
+    left out; ``max_batch_id`` keeps batches up to the last one the checkpoint committed."""
+    from pyspark.sql import functions as F
+
+    raw = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", sink.bootstrap_servers)
+        .option("subscribe", sink.topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("includeHeaders", "true")
+        .load()
+    )
+
+    def header(name: str):  # type: ignore[no-untyped-def]
+        return F.expr(f"CAST(try_element_at(filter(headers, h -> h.key = '{name}'), 1).value "
+                      "AS STRING)")  # fmt: skip
+
+    records = raw.select(
+        header(HEADER_BATCH).cast("bigint").alias("batch_id"),
+        header(HEADER_ATTEMPT).alias("attempt"),
+        header(HEADER_MARKER).alias("marker"),
+        F.col("value").cast("string").alias("value"),
+    ).filter(F.col("batch_id").isNotNull())
+    if max_batch_id is not None:
+        records = records.filter(F.col("batch_id") <= max_batch_id)
+    complete = (
+        records.filter(F.col("marker").isNotNull())
+        .groupBy("batch_id")
+        .agg(F.min("attempt").alias("attempt"))
+    )
+    rows = records.filter(F.col("marker").isNull()).join(
+        F.broadcast(complete), ["batch_id", "attempt"]
+    )
+    return rows.select(
+        F.from_json("value", schema, JSON_OPTIONS).alias("r"), "batch_id"
+    ).select("r.*", "batch_id")
 
 
 def committed_batch_dirs(path: str, max_batch_id: int | None = None) -> dict[int, str]:

@@ -16,8 +16,14 @@ no-ops in batch), and compares the result with what the files sink holds in batc
   with its value; windows still open must not appear;
 * anything else (stateless, join, deduplicate): the rows, as a multiset, must be equal.
 
-Needs a SparkSession (the active one unless given) and a ``files`` sink on a local path; the
-burst source records must be the job's only inputs.
+Kafka: a job whose only input is a Kafka source is replayed by reading the topic in batch mode
+from the query's initial offsets (``sources/0/0``) to the end offsets of batch N; a ``kafka``
+sink is read back with :func:`operators.sinks.read_kafka_output` (per batch id, the rows of one
+complete write attempt). The topic must still hold the input (retention).
+
+Needs a SparkSession (the active one unless given; with Kafka, one with the connector's jars)
+and a ``files`` sink on a local path or a ``kafka`` sink; the inputs must be burst sources, or
+one Kafka source.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from controller.core.streamjob import AggregateOp, BurstSource, StreamJobSpec
+from controller.core.streamjob import AggregateOp, BurstSource, KafkaSource, StreamJobSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,10 +55,22 @@ class CommittedProgress:
     """Burst offsets of the last committed batch, by stream name ("main", "right:<join>")."""
     watermark_ms: int = 0
     """The event-time watermark batch N ran with (ms since the epoch)."""
+    kafka_end: dict[str, dict[int, int]] | None = None
+    """End offsets of the (single) Kafka source after batch N: ``{topic: {partition: off}}``."""
+    kafka_start: dict[str, dict[int, int]] | None = None
+    """Where the query's Kafka source started (``sources/0/0``)."""
 
     def records(self) -> dict[str, int]:
         """Records committed per stream."""
-        return {s: int(o["offset"]) for s, o in self.offsets.items()}
+        out = {s: int(o["offset"]) for s, o in self.offsets.items()}
+        if self.kafka_end is not None:
+            start = self.kafka_start or {}
+            out["main"] = sum(
+                off - start.get(t, {}).get(p, 0)
+                for t, parts in self.kafka_end.items()
+                for p, off in parts.items()
+            )
+        return out
 
 
 @dataclass
@@ -83,10 +101,13 @@ def _batch_ids(directory: str) -> list[int]:
 
 def committed_progress(checkpoint_dir: str) -> CommittedProgress:
     """Reads ``commits/`` and ``offsets/`` of a local checkpoint."""
+    from operators.sources.kafka import parse_offsets
+
     path = checkpoint_dir.removeprefix("file://").removeprefix("file:")
+    kafka_start = _initial_kafka_offsets(path)
     commits = _batch_ids(os.path.join(path, "commits"))
     if not commits:
-        return CommittedProgress(None)
+        return CommittedProgress(None, kafka_start=kafka_start)
     last = commits[-1]
     offsets_file = os.path.join(path, "offsets", str(last))
     try:
@@ -101,13 +122,37 @@ def committed_progress(checkpoint_dir: str) -> CommittedProgress:
         raise VerifierError(f"{offsets_file}: not a Spark offsets log entry")
     meta = json.loads(lines[1])
     offsets = {}
+    kafka: list[dict[str, dict[int, int]]] = []
     for line in lines[2:]:
         if not line.strip() or line.strip() == "-":
             continue
         value = json.loads(line)
         if isinstance(value, dict) and "runStartUs" in value:
             offsets[str(value.get("stream", "main"))] = value
-    return CommittedProgress(last, offsets, int(meta.get("batchWatermarkMs", 0)))
+        elif (k := parse_offsets(value)) is not None:
+            kafka.append(k)
+    if len(kafka) > 1:
+        raise VerifierError(f"{offsets_file}: {len(kafka)} Kafka sources; one can be replayed")
+    return CommittedProgress(
+        last,
+        offsets,
+        int(meta.get("batchWatermarkMs", 0)),
+        kafka_end=kafka[0] if kafka else None,
+        kafka_start=kafka_start,
+    )
+
+
+def _initial_kafka_offsets(path: str) -> dict[str, dict[int, int]] | None:
+    """The Kafka source's initial offsets (``sources/0/0``: a zero byte, ``v1``, the JSON)."""
+    from operators.sources.kafka import parse_offsets
+
+    try:
+        with open(os.path.join(path, "sources", "0", "0"), "rb") as f:
+            raw = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    brace = raw.find("{")
+    return parse_offsets(raw[brace:]) if brace >= 0 else None
 
 
 def _batch_reader(spark: SparkSession, progress: CommittedProgress):  # type: ignore[no-untyped-def]
@@ -117,6 +162,8 @@ def _batch_reader(spark: SparkSession, progress: CommittedProgress):  # type: ig
     register(spark)
 
     def read(source: Source, stream: str) -> DataFrame:
+        if isinstance(source, KafkaSource):
+            return _kafka_replay(spark, source, stream, progress)
         if not isinstance(source, BurstSource):
             raise VerifierError(
                 f"input {stream!r} is a {source.type} source; only burst sources can be replayed"
@@ -131,6 +178,30 @@ def _batch_reader(spark: SparkSession, progress: CommittedProgress):  # type: ig
         return spark.read.format("burst").options(**opts).load()
 
     return read
+
+
+def _kafka_replay(
+    spark: SparkSession, source: KafkaSource, stream: str, progress: CommittedProgress
+) -> DataFrame:
+    from operators.sources.kafka import COLUMNS, read_kafka
+
+    if stream != "main":
+        raise VerifierError(f"input {stream!r} is a kafka source; only the main one is replayed")
+    start = progress.kafka_start
+    if start is None:
+        if progress.last_committed_batch is not None:
+            raise VerifierError("checkpoint has committed batches but no sources/0/0 offsets")
+        # Nothing committed: nothing expected (an empty read with the source's columns).
+        empty = spark.read.format("kafka").options(_empty_read_options(source)).load()
+        return empty.selectExpr(*COLUMNS).limit(0)
+    end = progress.kafka_end if progress.kafka_end is not None else start
+    return read_kafka(spark, source, streaming=False, starting=start, ending=end)
+
+
+def _empty_read_options(source: KafkaSource) -> dict[str, str]:
+    from operators.sources.kafka import kafka_options
+
+    return {**kafka_options(source, streaming=False), "endingOffsets": "earliest"}
 
 
 def expected_output(
@@ -157,23 +228,30 @@ def verify(
     from pyspark.sql import SparkSession
 
     from operators.job import aggregation_alias
-    from operators.sinks import read_files_output
+    from operators.sinks import read_files_output, read_kafka_output
 
     spark = spark or SparkSession.getActiveSession()
     if spark is None:
         raise VerifierError("verify needs a SparkSession (none is active)")
-    if spec.sink.type != "files":
-        raise VerifierError(f"verify reads a files sink; this job's sink is {spec.sink.type}")
+    if spec.sink.type not in ("files", "kafka"):
+        raise VerifierError(
+            f"verify reads a files or kafka sink; this job's sink is {spec.sink.type}"
+        )
     progress = committed_progress(checkpoint_dir or spec.checkpoint.location)
     expected_df = expected_output(spark, spec, progress)
     last = progress.last_committed_batch
-    actual_df = read_files_output(
-        spark,
-        spec.sink,
-        expected_df.schema,
-        max_batch_id=-1 if last is None else last,
-        path=sink_dir,
-    )
+    if spec.sink.type == "kafka":
+        actual_df = read_kafka_output(
+            spark, spec.sink, expected_df.schema, max_batch_id=-1 if last is None else last
+        )
+    else:
+        actual_df = read_files_output(
+            spark,
+            spec.sink,
+            expected_df.schema,
+            max_batch_id=-1 if last is None else last,
+            path=sink_dir,
+        )
     final = spec.pipeline[-1]
     if isinstance(final, AggregateOp) and final.window and spec.sink.output_mode == "append":
         from pyspark.sql import functions as F

@@ -6,6 +6,8 @@ and the engine (``engine.py``) picks the resolution.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.decision import Diagnosis
 from controller.core.policy import ScalingPolicySpec
@@ -94,7 +96,9 @@ def diagnose(
         )
     if stage.kind == "source" and stage.partitions is not None and slots >= stage.partitions:
         evidence.append(
-            f"read stage {stage.name} has {stage.partitions} source partitions for {slots} slots"
+            f"read stage {stage.name} has {stage.partitions} source partitions for {slots} "
+            "slots: more executors cannot run more of its tasks (Kafka: raise minPartitions or "
+            "the topic's partitions)"
         )
         return Diagnosis(
             kind=BottleneckKind.SOURCE_PARTITIONS,
@@ -109,3 +113,33 @@ def diagnose(
         evidence=tuple(evidence),
         utilization=util,
     )
+
+
+def source_partitions_needed(
+    model: CapacityModel, rate: float, policy: ScalingPolicySpec
+) -> tuple[int, int] | None:
+    """``(source partitions, executors)``: the fewest source partitions, and then the fewest
+    executors, that carry ``rate`` records/s at the policy's target utilization — what to set a
+    Kafka source's ``minPartitions`` to when its read stage is partition-bound. None when the
+    read stage has no partition cap, or no count within ``executors.max`` is enough."""
+    capped = [st.partitions for st in model.stages if st.kind == "source" and st.partitions]
+    if not capped:
+        return None
+    current = max(capped)
+    slots_max = policy.executors.max * model.cores_per_executor
+    first = max(model.current_executors, policy.executors.min, 1)
+    for p in range(current + 1, slots_max + 1):
+        lifted = replace(
+            model,
+            stages=tuple(
+                replace(st, partitions=max(p, st.partitions))
+                if st.kind == "source" and st.partitions
+                else st
+                for st in model.stages
+            ),
+        )
+        for n in range(first, policy.executors.max + 1):
+            layout = Layout(n, model.current_partitions, restart=False)
+            if lifted.utilization(rate, layout) <= policy.utilization.target:
+                return p, n
+    return None

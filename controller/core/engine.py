@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.decision import Decision, Diagnosis, Sizing
-from controller.core.diagnosis import diagnose, failure_evidence
+from controller.core.diagnosis import diagnose, failure_evidence, source_partitions_needed
 from controller.core.history import HistoryEntry, ScalingHistory
 from controller.core.policy import ScalingPolicySpec
 from controller.core.reasons import Action, BottleneckKind, Reason
@@ -371,11 +371,20 @@ def _best_effort(
             f"{model.interval_seconds:g} s trigger: executors cannot help; use a longer trigger",
         )
     elif stage.kind == "source" and stage.partitions is not None and chosen.executors < hi:
+        needed = source_partitions_needed(model, required, pol)
+        fix = (
+            f"set the Kafka source's minPartitions to {needed[0]} (or give the topic "
+            f"{needed[0]} partitions) and run {needed[1]} executor(s)"
+            if needed
+            else f"raise the source's partitions (Kafka minPartitions); even "
+            f"{pol.executors.max * model.cores_per_executor} would not carry it within "
+            f"executors.max={pol.executors.max}"
+        )
         limit = (
             Reason.SOURCE_PARTITION_BOUND,
-            f"the read stage is capped at {stage.partitions} source partitions "
-            f"({cap:,.0f} records/s at target utilization, {required:,.0f} needed): raise the "
-            "source's partitions (Kafka minPartitions) instead of adding executors",
+            f"the read stage is capped at {stage.partitions} source partition(s) "
+            f"({cap:,.0f} records/s at target utilization, {required:,.0f} needed): more "
+            f"executors cannot help; {fix}",
         )
     elif stage.kind == "stateful" and not can_restart and chosen.executors < hi:
         why = (

@@ -3,7 +3,8 @@
 * ``burst`` (:mod:`operators.sources.burst`): deterministic records at a trace's rate, for
   burst tests and exactly-once checks;
 * ``files`` (:mod:`operators.sources.files`): new files in a directory;
-* ``kafka``: not yet supported (a later issue).
+* ``kafka`` (:mod:`operators.sources.kafka`): topics through Spark's Kafka connector (its jars
+  on ``spark.jars``, see :func:`operators.sources.kafka.kafka_jars`).
 
 :func:`source_dataframe` turns a manifest's source into a DataFrame; errors are
 :class:`SourceError` with the source and the problem named.
@@ -64,17 +65,31 @@ def source_dataframe(
         except FileSourceError as e:
             raise SourceError(str(e)) from None
     if isinstance(source, KafkaSource):
-        raise SourceError(
-            "kafka source: not yet supported (planned in a later issue); use a "
-            "burst or files source"
-        )
+        from operators.sources.kafka import KafkaSourceError, read_kafka
+
+        try:
+            return read_kafka(spark, source, streaming=streaming)
+        except KafkaSourceError as e:
+            raise SourceError(str(e)) from None
     raise SourceError(f"unknown source type {type(source).__name__}")
 
 
 def source_partitions(source: Source) -> int | None:
-    """Read-stage partitions per batch, when the manifest fixes them (burst); else None."""
+    """Read-stage partitions per batch, when the manifest fixes them (burst); else None.
+
+    A Kafka source's count is the topic's (or ``minPartitions`` when larger): the runner learns
+    it from each batch's offsets (:class:`operators.sources.kafka.KafkaBacklog`).
+    """
     if isinstance(source, BurstSource):
         return source.partitions
-    if isinstance(source, KafkaSource):
-        return source.min_partitions
     return None
+
+
+def uses_kafka(spec: object) -> bool:
+    """Whether a job reads or writes Kafka (then the session needs the connector's jars)."""
+    from controller.core.streamjob import JoinOp
+
+    sources = [getattr(spec, "source", None)]
+    sources += [op.right.source for op in getattr(spec, "pipeline", []) if isinstance(op, JoinOp)]
+    sink = getattr(spec, "sink", None)
+    return any(isinstance(s, KafkaSource) for s in sources) or getattr(sink, "type", "") == "kafka"

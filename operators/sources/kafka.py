@@ -1,0 +1,308 @@
+"""The Kafka source: topics read by Spark's Kafka connector, and the Kafka backlog.
+
+Columns a job sees (the parse operator reads ``value`` by default)::
+
+    value STRING, kafka_key STRING, kafka_topic STRING, kafka_partition INT,
+    kafka_offset BIGINT, kafka_timestamp TIMESTAMP
+
+The connector's own names (key, topic, partition, offset, timestamp) are prefixed so that the
+fields a ``parse`` operator takes out of ``value`` (often a ``key`` or a ``timestamp``) never
+collide with them. Offsets live in the checkpoint (``{"topic": {"0": 1234, ...}}``), so a
+restarted query resumes exactly where the last committed batch ended.
+
+The connector's jars (spark-sql-kafka-0-10, its token provider, kafka-clients, commons-pool2)
+are resolved from Maven Central by ``hack/tools/kafka/resolve.sh`` into
+``~/.cache/stream-autoscaler/kafka/spark-kafka-<version>/``; :func:`kafka_jars` finds them for
+``spark.jars`` (``STREAM_AUTOSCALER_KAFKA_JARS``, a directory or comma-separated paths, wins).
+
+The backlog (:class:`KafkaLagProbe`): per topic-partition, the offsets behind the broker's
+latest (high watermark) after the last committed batch, and the age of the oldest unprocessed
+record: the timestamp of the record at the committed end offset, read with one small fetch per
+lagging partition (confluent-kafka). Without confluent-kafka the records behind come from
+Spark's ``latestOffset`` and the age is unknown (``None``, never 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from controller.core.streamjob import KafkaSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+COLUMNS = (
+    "CAST(value AS STRING) AS value",
+    "CAST(key AS STRING) AS kafka_key",
+    "topic AS kafka_topic",
+    "partition AS kafka_partition",
+    "offset AS kafka_offset",
+    "timestamp AS kafka_timestamp",
+)
+JARS_ENV = "STREAM_AUTOSCALER_KAFKA_JARS"
+VERSIONS_FILE = Path(__file__).resolve().parents[2] / "hack" / "tools" / "kafka" / "versions.env"
+PROBE_TIMEOUT_SECONDS = 2.0
+"""Longest the lag probe waits on the broker per progress event: the loopback broker answers in
+milliseconds; a broker that does not answer in 2 s leaves the age unknown for that batch rather
+than delay the next progress event."""
+
+TopicOffsets = dict[str, dict[int, int]]
+"""``{topic: {partition: offset}}``."""
+
+
+class KafkaSourceError(ValueError):
+    """A Kafka source or sink that cannot be read or written as described."""
+
+
+# --- jars ------------------------------------------------------------------------------------
+
+
+def kafka_jars() -> list[str]:
+    """Local paths of the connector jars for ``spark.jars``; KafkaSourceError if not resolved."""
+    override = os.environ.get(JARS_ENV, "").strip()
+    if override:
+        paths = [Path(p) for p in override.split(",") if p.strip()]
+        if len(paths) == 1 and paths[0].is_dir():
+            paths = sorted(paths[0].glob("*.jar"))
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing or not paths:
+            raise KafkaSourceError(f"{JARS_ENV}: no such jar(s): {', '.join(missing) or override}")
+        return [str(p) for p in paths]
+    version = _versions().get("SPARK_KAFKA_VERSION")
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
+    cache = Path(os.environ.get("SA_KAFKA_CACHE", base / "kafka"))
+    d = cache / f"spark-kafka-{version}"
+    jars = sorted(d.glob("*.jar")) if (d / ".stamp").exists() else []
+    if not jars:
+        raise KafkaSourceError(
+            f"Spark's Kafka connector jars are not resolved in {d}: run `make tools` "
+            f"(hack/tools/kafka/resolve.sh) or set {JARS_ENV}"
+        )
+    return [str(p) for p in jars]
+
+
+def _versions() -> dict[str, str]:
+    try:
+        text = VERSIONS_FILE.read_text(encoding="utf-8")
+    except OSError as e:
+        raise KafkaSourceError(f"{VERSIONS_FILE}: {e.strerror}; set {JARS_ENV}") from None
+    out = {}
+    for line in text.splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def kafka_options(source: KafkaSource, *, streaming: bool = True) -> dict[str, str]:
+    """Connector options for a manifest's Kafka source."""
+    topics = [t.strip() for t in source.topic.split(",") if t.strip()]
+    if not topics:
+        raise KafkaSourceError(f"kafka source: topic {source.topic!r} names no topic")
+    opts = {
+        "kafka.bootstrap.servers": source.bootstrap_servers,
+        "subscribe": ",".join(topics),
+        "startingOffsets": source.starting_offsets,
+        # Records deleted before they were read are lost input: fail loudly, never skip.
+        "failOnDataLoss": "true",
+    }
+    if streaming and source.max_offsets_per_trigger is not None:
+        opts["maxOffsetsPerTrigger"] = str(source.max_offsets_per_trigger)
+    if source.min_partitions is not None:
+        opts["minPartitions"] = str(source.min_partitions)
+    return opts
+
+
+def read_kafka(
+    spark: SparkSession,
+    source: KafkaSource,
+    *,
+    streaming: bool = True,
+    starting: TopicOffsets | None = None,
+    ending: TopicOffsets | None = None,
+) -> DataFrame:
+    """The topic as a DataFrame with :data:`COLUMNS`. Batch mode (``streaming=False``) reads
+    ``[starting, ending)`` (the verifier replays exactly the committed offsets)."""
+    opts = kafka_options(source, streaming=streaming)
+    if not streaming:
+        if starting is not None:
+            opts["startingOffsets"] = offsets_json(starting)
+        opts["endingOffsets"] = offsets_json(ending) if ending is not None else "latest"
+    reader = spark.readStream if streaming else spark.read
+    return reader.format("kafka").options(**opts).load().selectExpr(*COLUMNS)
+
+
+def offsets_json(offsets: TopicOffsets) -> str:
+    return json.dumps({t: {str(p): int(o) for p, o in ps.items()} for t, ps in offsets.items()})
+
+
+def parse_offsets(raw: str | Mapping[str, Any] | None) -> TopicOffsets | None:
+    """A Kafka offset as Spark writes it (``{"topic": {"0": 12}}``, JSON text or dict), or None
+    when ``raw`` is not one (a burst offset, a file source's log index)."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    if not isinstance(raw, Mapping) or not raw:
+        return None
+    out: TopicOffsets = {}
+    for topic, parts in raw.items():
+        if not isinstance(parts, Mapping):
+            return None
+        try:
+            out[str(topic)] = {int(p): int(o) for p, o in parts.items()}
+        except (TypeError, ValueError):
+            return None
+    return out
+
+
+# --- the backlog -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One topic-partition after the last committed batch."""
+
+    topic: str
+    partition: int
+    behind: int
+    """Offsets between the committed end and the broker's latest."""
+    age_seconds: float | None
+    """Age of the oldest unprocessed record (its Kafka timestamp); 0 when nothing waits."""
+
+
+@dataclass(frozen=True)
+class KafkaBacklog:
+    """The backlog of one Kafka source at one wall time."""
+
+    records: int
+    age_seconds: float | None
+    latest_total: int
+    """Sum of the latest offsets: its growth is the arrival rate."""
+    partitions: int
+    """Topic-partitions subscribed."""
+    lags: tuple[PartitionLag, ...] = field(default=())
+
+
+class KafkaLagProbe:
+    """Reads latest offsets and oldest-record timestamps from the broker (confluent-kafka).
+
+    One consumer with no group (nothing committed, nothing rebalanced), created on first use.
+    """
+
+    def __init__(self, source: KafkaSource, timeout: float = PROBE_TIMEOUT_SECONDS) -> None:
+        self.source = source
+        self.timeout = timeout
+        self._consumer: Any = None
+        self._unavailable = False
+
+    def _client(self) -> Any:
+        if self._consumer is None and not self._unavailable:
+            try:
+                from confluent_kafka import Consumer
+            except ImportError:
+                self._unavailable = True
+                return None
+            self._consumer = Consumer({
+                "bootstrap.servers": self.source.bootstrap_servers,
+                "group.id": "stream-autoscaler-lag-probe",  # required; never joined or committed
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+                "fetch.max.bytes": 1 << 20,
+                "log_level": 3,
+            })  # fmt: skip
+        return self._consumer
+
+    def backlog(
+        self, end: TopicOffsets, spark_latest: TopicOffsets | None, now: float | None = None
+    ) -> KafkaBacklog:
+        """The backlog after a batch that ended at ``end`` (the progress's ``endOffset``)."""
+        consumer = self._client()
+        latest = dict(spark_latest or {})
+        if consumer is not None:
+            latest = self._watermarks(consumer, end) or latest
+        now = time.time() if now is None else now
+        behind: dict[tuple[str, int], int] = {}
+        for topic, parts in latest.items():
+            for p, hi in parts.items():
+                behind[(topic, p)] = max(0, hi - end.get(topic, {}).get(p, 0))
+        ages: dict[tuple[str, int], float] | None = None
+        if consumer is not None:
+            lagging = {tp: end.get(tp[0], {}).get(tp[1], 0) for tp, n in behind.items() if n > 0}
+            ages = self._ages(consumer, lagging, now) if lagging else {}
+        lags = tuple(
+            PartitionLag(
+                t, p, n,
+                None if ages is None else (ages.get((t, p)) if n > 0 else 0.0),
+            )
+            for (t, p), n in sorted(behind.items())
+        )  # fmt: skip
+        known_ages = [lag.age_seconds for lag in lags if lag.age_seconds is not None]
+        age = None if ages is None or len(known_ages) < len(lags) else max(known_ages, default=0.0)
+        return KafkaBacklog(
+            records=sum(behind.values()),
+            age_seconds=age,
+            latest_total=sum(hi for parts in latest.values() for hi in parts.values()),
+            partitions=len(behind),
+            lags=lags,
+        )
+
+    def _watermarks(self, consumer: Any, end: TopicOffsets) -> TopicOffsets | None:
+        from confluent_kafka import TopicPartition
+
+        out: TopicOffsets = {}
+        try:
+            for topic in end:
+                meta = consumer.list_topics(topic, timeout=self.timeout).topics.get(topic)
+                if meta is None or meta.error is not None:
+                    return None
+                for p in meta.partitions:
+                    _, hi = consumer.get_watermark_offsets(
+                        TopicPartition(topic, p), timeout=self.timeout, cached=False
+                    )
+                    out.setdefault(topic, {})[p] = int(hi)
+        except Exception:  # KafkaException: broker unreachable -> fall back to Spark's view
+            return None
+        return out
+
+    def _ages(
+        self, consumer: Any, first_unread: dict[tuple[str, int], int], now: float
+    ) -> dict[tuple[str, int], float]:
+        """Age of the record at each partition's first unread offset."""
+        from confluent_kafka import TopicPartition
+
+        out: dict[tuple[str, int], float] = {}
+        try:
+            consumer.assign([TopicPartition(t, p, off) for (t, p), off in first_unread.items()])
+            deadline = time.monotonic() + self.timeout
+            while len(out) < len(first_unread) and time.monotonic() < deadline:
+                for msg in consumer.consume(len(first_unread), timeout=0.2):
+                    if msg.error() is not None:
+                        continue
+                    tp = (msg.topic(), msg.partition())
+                    if tp in first_unread and tp not in out:
+                        _, ts_ms = msg.timestamp()
+                        if ts_ms and ts_ms > 0:
+                            out[tp] = max(0.0, now - ts_ms / 1000.0)
+                        consumer.pause([TopicPartition(tp[0], tp[1])])
+            consumer.unassign()
+        except Exception:
+            return out
+        return out
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
