@@ -17,6 +17,14 @@ source "$here/versions.env"
 cache=${SA_KAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stream-autoscaler/kafka}
 in_ci() { case "${CI:-}" in 1 | true | TRUE | yes) return 0 ;; esac; return 1; }
 
+# Maven from Debian when missing (as hack/setup-python.sh installs Java and Prometheus).
+if ! command -v mvn >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  echo "kafka: installing Debian's maven package" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  { $SUDO apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends maven; } ||
+    echo "kafka: could not install maven" >&2
+fi
 missing=""
 command -v java >/dev/null 2>&1 || missing+=" java"
 command -v mvn >/dev/null 2>&1 || missing+=" mvn (Debian: apt-get install maven)"
