@@ -126,3 +126,31 @@ def test_kafka_to_kafka_exactly_once_even_with_replayed_and_cut_writes(
     writer._save(batch.selectExpr("key", "to_json(struct(*)) AS value", headers))
     result = verify(job.spec, spark=spark)
     assert result.ok, result.message
+
+
+_OUT_SCHEMA = "seq BIGINT, key STRING, doubled BIGINT, event_time TIMESTAMP"
+
+
+def test_end_to_end_throughput(broker: str, spark: Any, tmp_path: Path) -> None:
+    """Kafka -> parse, filter, project -> Kafka sink, as fast as it goes (local Spark, one
+    core): the figure in docs/kafka.md. Prints ``kafka throughput: ...``."""
+    from operators.job import build_query
+
+    src, out = topic_name("tp-in"), topic_name("tp-out")
+    n = 200_000
+    source = burst_spec(trace_file(tmp_path, [(0, 1e6)]), keys=1000, seed=2)
+    gen = LoadGenerator(broker, src, source, partitions=4)
+    gen.create_topic()
+    produced = gen.run(duration=30, max_records=n)
+    job = load_job(write_kafka_job(tmp_path / "job", name="tp", bootstrap=broker, topic=src,
+                                   out_topic=out, stateful=False))  # fmt: skip
+    t0 = time.monotonic()
+    q = build_query(spark, job.spec, query_name="tp").trigger(availableNow=True).start()
+    assert q.awaitTermination(300) and q.exception() is None
+    secs = time.monotonic() - t0
+    from operators.sinks import read_kafka_output
+
+    written = read_kafka_output(spark, job.spec.sink, _OUT_SCHEMA).count()
+    assert written == n
+    print(f"kafka throughput: produce {produced.rate:,.0f} records/s; "
+          f"Kafka -> Spark -> Kafka {n / secs:,.0f} records/s ({n} in {secs:.1f} s, local[1])")
