@@ -128,8 +128,8 @@ class Manager:
             self.metrics.reconciles.labels("error").inc()
             self.metrics.error(type(e).__name__)
             delay = self.queue.add_rate_limited(key)
-            log.warning("reconcile_failed", job=f"{key[0]}/{key[1]}",
-                        error=f"{type(e).__name__}: {e}"[:500], retry_in=round(delay, 2))
+            log.warning("reconcile_failed", job=f"{key[0]}/{key[1]}", error=_describe(e),
+                        retry_in=round(delay, 2))
             return
         self.metrics.reconciles.labels("ok").inc()
         self.queue.forget(key)
@@ -208,3 +208,18 @@ class Manager:
                                            Health)
         self._health.daemon_threads = True
         threading.Thread(target=self._health.serve_forever, name="health", daemon=True).start()
+
+
+def _describe(e: Exception) -> str:
+    """An API error as its status and the API server's message, not the whole HTTP dump."""
+    from kubernetes.client.rest import ApiException
+
+    if isinstance(e, ApiException):
+        import json
+
+        try:
+            msg = json.loads(e.body or "{}").get("message") or e.reason
+        except ValueError:
+            msg = e.reason
+        return f"HTTP {e.status}: {msg}"
+    return f"{type(e).__name__}: {e}"[:500]

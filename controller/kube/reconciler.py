@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
 from controller.core import Action, Decision, MetricsSnapshot, ScalingHistory, decide
@@ -201,10 +202,16 @@ class Reconciler:
                 draft.condition("Ready", "False", "DriverEnded",
                                 f"driver pod ended ({pod_phase}); restarting it")
                 return None
-            self.api.ensure(
-                "Pod", key[0],
-                resources.driver_pod(obj, job, s, executors, policy.executors.max),
-            )
+            try:
+                self.api.ensure(
+                    "Pod", key[0],
+                    resources.driver_pod(obj, job, s, executors, policy.executors.max),
+                )
+            except ApiException as e:
+                if e.status not in (403, 422):
+                    raise
+                raise Degraded("DriverPodRejected", f"driver pod {names.driver}: "
+                               f"{_api_message(e)}") from None
             draft.phase("Recovering" if recovering else "Pending")
             draft.target(executors=executors)
             draft.condition("Ready", "False", "DriverStarting",
@@ -343,9 +350,11 @@ class Reconciler:
         for step_id, kind, value in _steps(intent):
             record = _find_action(runner, step_id) if runner else None
             if record is None:
-                if runner is None and age >= self.settings.intent_timeout_seconds:
-                    return self._end_intent(obj, draft, intent, "abandoned",
-                                            "the runner did not answer", runner)
+                if age >= self.settings.intent_timeout_seconds:
+                    # too old to send now: the job has moved on since it was decided
+                    why = "the runner did not answer" if runner is None else (
+                        f"the runner never received step {step_id}")
+                    return self._end_intent(obj, draft, intent, "abandoned", why, runner)
                 if runner is None:
                     self._write(obj, draft)
                     return self.settings.action_poll_seconds
@@ -469,6 +478,15 @@ def _problems(e: ValidationError, prefix: str) -> str:
         path = ".".join(str(p) for p in err["loc"])
         out.append(f"{path}: {err['msg']}")
     return "; ".join(out)
+
+
+def _api_message(e: ApiException) -> str:
+    import json
+
+    try:
+        return str(json.loads(e.body or "{}").get("message") or e.reason)
+    except ValueError:
+        return str(e.reason)
 
 
 def _b64(v: str) -> str:

@@ -259,6 +259,12 @@ class _Range:
         return out
 
 
+FUTURE_TOLERANCE_SECONDS = 5.0
+"""A progress timestamp up to this far ahead of the evaluation time reads as age 0 (the scrape
+ran after ``now`` was taken; clocks of runner and controller differ a little); further ahead is
+a clock problem and reads as unknown."""
+
+
 def _finite(v: float | None) -> float | None:
     return v if v is not None and math.isfinite(v) and v >= 0 else None
 
@@ -271,7 +277,12 @@ def _scalar(ctx: _Range, rule: Rule, w: float, a: float) -> float | None:
         return _finite(_max(ctx.latest.get(name, {}).values()))
     if rule.function == "age":
         latest = _max(ctx.latest.get(name, {}).values())
-        return None if latest is None else _finite(ctx.now - latest)
+        if latest is None:
+            return None
+        age = ctx.now - latest
+        # ``now`` is taken before the scrape, so a batch that committed during it looks a few
+        # milliseconds in the future: that is "just now", not unknown
+        return 0.0 if -FUTURE_TOLERANCE_SECONDS < age < 0 else _finite(age)
     if rule.function == "avg_over_arrival":
         series = ctx.series(name, a)
         if len(series) != 1:  # none, or ambiguous (as PrometheusSource reads several series)

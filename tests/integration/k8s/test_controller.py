@@ -1,0 +1,363 @@
+"""`stream-autoscaler controller` against the real API server, under the chart's ServiceAccount,
+with simulated runners (benchmarks/fake_runners.py: the runner's control and metrics contract)
+for attached jobs, and kwok pods for managed ones."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from benchmarks.fake_runners import FakeRunners, ModelConfig
+from controller.local.runner_client import RunnerClient
+from tests.integration.k8s.controller_env import (
+    CONTROLLER_NS,
+    FAST_POLICY,
+    RELEASE,
+    ControllerProc,
+    apply,
+    attached_job,
+    events,
+    status,
+    wait_for,
+)
+from tests.integration.k8s.controller_env import install_chart as _install
+from tests.integration.k8s.k8s_tier import REPO, Tool
+
+pytestmark = pytest.mark.k8s
+TOKEN = "fake-token"
+
+
+@pytest.fixture(scope="module")
+def controller_kubeconfig(
+    helm: Tool, kubectl: Tool, crds: list[str], tool_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Path]:
+    path = _install(helm, kubectl, tmp_path_factory.mktemp("ctl"), tool_env)
+    who = kubectl(f"--kubeconfig={path}", "auth", "whoami", "-o", "jsonpath={.status.userInfo"
+                  ".username}").stdout
+    assert who == f"system:serviceaccount:{CONTROLLER_NS}:{RELEASE}", who
+    yield path
+    helm("uninstall", RELEASE, "-n", CONTROLLER_NS, "--wait", check=False)
+
+
+@pytest.fixture
+def ns(kubectl: Tool, namespace: str) -> str:
+    """A namespace with the fast policy and the runners' token Secret."""
+    apply(kubectl, FAST_POLICY, namespace)
+    kubectl("create", "secret", "generic", "runner-token", "-n", namespace,
+            f"--from-literal=token={TOKEN}")
+    return namespace
+
+
+@pytest.fixture
+def controller(
+    controller_kubeconfig: Path, ns: str, tmp_path: Path
+) -> Iterator[ControllerProc]:
+    c = ControllerProc(controller_kubeconfig, ns, tmp_path).start()
+    yield c
+    c.stop()
+
+
+def runners_with(names: list[str], **model: Any) -> FakeRunners:
+    return FakeRunners(names, token=TOKEN, config=ModelConfig(**model)).start()
+
+
+def attach(kubectl: Tool, ns: str, runners: FakeRunners, name: str, **kw: Any) -> None:
+    apply(kubectl, attached_job(name, ns, runners.url(name), runners.metrics_url(name), **kw))
+
+
+def reasons(kubectl: Tool, ns: str, name: str) -> list[str]:
+    return [e["reason"] for e in events(kubectl, ns, name)]
+
+
+# --- managed mode ---------------------------------------------------------------------------
+
+
+def test_managed_job_gets_owned_objects_and_status(
+    kubectl: Tool, ns: str, controller: ControllerProc
+) -> None:
+    doc = yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-burst.yaml").read_text())
+    doc["metadata"] = {"name": "managed", "namespace": ns}
+    doc["spec"]["policyRef"] = {"name": "fast"}
+    apply(kubectl, doc)
+    uid = kubectl.json("get", "sj", "managed", "-n", ns)["metadata"]["uid"]
+    # without the drivers' ServiceAccount the API server refuses the pod: Degraded, named
+    st = wait_for("Degraded", lambda: (s := status(kubectl, ns, "managed")).get(
+        "phase") == "Degraded" and s)
+    cond = next(c for c in st["conditions"] if c["type"] == "Degraded")
+    assert cond["reason"] == "DriverPodRejected" and "stream-autoscaler-spark" in cond["message"]
+    kubectl("create", "serviceaccount", "stream-autoscaler-spark", "-n", ns)
+    for kind, name in (("pod", "managed-driver"), ("configmap", "managed-manifest"),
+                       ("secret", "managed-control-token"), ("service", "managed-driver-svc")):
+        obj = wait_for(f"{kind}/{name}", lambda k=kind, n=name: kubectl.json("get", k, n,
+                                                                             "-n", ns))
+        owner = obj["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("StreamJob", uid, True)
+    pod = kubectl.json("get", "pod", "managed-driver", "-n", ns)
+    args = pod["spec"]["containers"][0]["args"]
+    assert args[:2] == ["runner", "--job"] and "k8s://https://kubernetes.default.svc" in args
+    assert pod["spec"]["serviceAccountName"] == "stream-autoscaler-spark"
+    manifest = yaml.safe_load(
+        kubectl.json("get", "configmap", "managed-manifest", "-n", ns)["data"]["job.yaml"])
+    conf = manifest["spec"]["spark"]["conf"]
+    assert conf["spark.kubernetes.driver.pod.name"] == "managed-driver"
+    assert conf["spark.driver.host"] == f"managed-driver-svc.{ns}.svc"
+    st = wait_for("status", lambda: status(kubectl, ns, "managed").get("phase"))
+    assert st in ("Pending", "Running", "Degraded")
+    assert "stream-autoscaler.io/stop-at-batch-boundary" in kubectl.json(
+        "get", "sj", "managed", "-n", ns)["metadata"]["finalizers"]
+    wide = kubectl("get", "sj", "managed", "-n", ns).stdout
+    assert ("PHASE" in wide and "EXECUTORS" in wide and "Pending" in wide) or "Running" in wide
+
+
+# --- policies ---------------------------------------------------------------------------------
+
+
+def test_missing_policy_is_degraded_and_nothing_else_changes(
+    kubectl: Tool, ns: str, controller: ControllerProc
+) -> None:
+    runners = runners_with(["nopolicy"])
+    try:
+        attach(kubectl, ns, runners, "nopolicy", policy="absent")
+        st = wait_for("Degraded", lambda: (s := status(kubectl, ns, "nopolicy")).get(
+            "phase") == "Degraded" and s)
+        cond = next(c for c in st["conditions"] if c["type"] == "Degraded")
+        assert cond["reason"] == "PolicyNotFound" and f"{ns}/absent" in cond["message"]
+        assert cond["observedGeneration"] == 1
+        assert "PolicyNotFound" in reasons(kubectl, ns, "nopolicy")
+        time.sleep(3)
+        assert sum(runners.counts()["nopolicy"].values()) == 0, "acted without a policy"
+        # the policy appears: the job is evaluated at once (the policy watch re-queues it)
+        apply(kubectl, {**FAST_POLICY, "metadata": {"name": "absent"}}, ns)
+        wait_for("Running", lambda: status(kubectl, ns, "nopolicy").get("phase") == "Running")
+    finally:
+        runners.stop()
+
+
+# --- attached mode: scale out, in, Events, columns -------------------------------------------
+
+
+def test_attached_job_scales_out_and_in_with_events(
+    kubectl: Tool, ns: str, controller: ControllerProc
+) -> None:
+    runners = runners_with(["bursty"], period_seconds=60, burst_share=0.5, initial_executors=2,
+                           state_partitions=16, scale_seconds=1.0)
+    try:
+        attach(kubectl, ns, runners, "bursty")
+        out = {"ScaleOut", "RepartitionStateBound"}  # a stateful bottleneck takes the SEEP move
+        wait_for("a scale-in and a scale-out", lambda: "ScaleIn" in (got := set(
+            reasons(kubectl, ns, "bursty"))) and got & out, timeout=150)
+        st = status(kubectl, ns, "bursty")
+        assert st["lastDecision"]["reason"] and st["executorsDisplay"].count("/") == 1
+        assert {e["kind"] for e in st["history"]["entries"]} >= {"action", "recommendation"}
+        table = kubectl("get", "streamjobs", "bursty", "-n", ns).stdout.splitlines()
+        row = dict(zip(table[0].split(), table[1].split(), strict=False))
+        assert row["PHASE"] in ("Running", "Scaling") and "/" in row["EXECUTORS"]
+        assert row["INPUT/S"] not in ("", "<none>")
+        assert "ActionSucceeded" in reasons(kubectl, ns, "bursty")
+        assert controller.metric("stream_autoscaler_controller_actions_total",
+                                 outcome="started") >= 2
+        counts = runners.counts()["bursty"]
+        assert counts.get("executors", 0) >= 2, counts  # out (with or before the repartition), in
+        assert counts.get("executors.duplicate", 0) == 0, counts
+    finally:
+        runners.stop()
+
+
+# --- crash safety -----------------------------------------------------------------------------
+
+
+def test_controller_killed_mid_action_next_instance_finishes_it_once(
+    kubectl: Tool, ns: str, controller_kubeconfig: Path, tmp_path: Path
+) -> None:
+    runners = runners_with(["crash"], initial_executors=6, state_partitions=16,
+                           scale_seconds=15.0, burst_share=0.0)
+    first = ControllerProc(controller_kubeconfig, ns, tmp_path, identity="first").start()
+    try:
+        attach(kubectl, ns, runners, "crash")  # idle at 6 executors: a scale-in comes
+        intent = wait_for("an intent in status", lambda: status(kubectl, ns, "crash").get(
+            "intent"), timeout=90)
+        wait_for("the runner to have it", lambda: runners.counts()["crash"].get("executors"))
+        first.kill(signal.SIGKILL)  # mid-action: the runner is still scaling
+        before = dict(runners.counts()["crash"])
+        second = ControllerProc(controller_kubeconfig, ns, tmp_path, identity="second").start()
+        try:
+            wait_for("the intent to end", lambda: not status(kubectl, ns, "crash").get("intent"),
+                     timeout=60)
+            after = runners.counts()["crash"]
+            assert after.get("executors") == before.get("executors") == 1, (before, after)
+            got = reasons(kubectl, ns, "crash")
+            assert "ActionResumed" in got and "ActionSucceeded" in got, got
+            hist = status(kubectl, ns, "crash")["history"]["entries"]
+            started = [e for e in hist if e["kind"] == "action"
+                       and abs(e["time"] - intent["startedAt"]) < 1e-3]
+            assert len(started) == 1, hist
+        finally:
+            second.stop()
+    finally:
+        first.kill()
+        runners.stop()
+
+
+def test_intent_never_received_is_sent_once_and_a_stale_one_abandoned(
+    kubectl: Tool, ns: str, controller_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The controller died after writing the intent and before the runner heard of it."""
+    runners = runners_with(["lost", "stale"], initial_executors=2, burst_share=0.0,
+                           scale_seconds=1.0)
+    try:
+        for name in ("lost", "stale"):  # no controller runs yet
+            attach(kubectl, ns, runners, name)
+        now = time.time()
+        for name, started in (("lost", now), ("stale", now - 3600)):
+            patch = {"status": {"intent": {"actionId": f"test-{name}", "action": "scale",
+                                           "targetExecutors": 3, "startedAt": started}}}
+            kubectl("patch", "sj", name, "-n", ns, "--subresource=status", "--type=merge",
+                    "-p", json.dumps(patch))
+        c = ControllerProc(controller_kubeconfig, ns, tmp_path).start()
+        try:
+            for name in ("lost", "stale"):
+                wait_for(f"{name}: intent ended", lambda n=name: "intent" not in status(
+                    kubectl, ns, n) and status(kubectl, ns, n).get("lastDecision"), timeout=60)
+
+            def ids(name: str) -> list[str]:
+                st = RunnerClient(runners.url(name), TOKEN).status()
+                return [a["id"] for a in st["recentActions"]]
+
+            assert ids("lost").count("test-lost") == 1  # sent once, under the intent's id
+            assert "test-stale" not in ids("stale")  # too old: abandoned, never sent
+            assert "ActionAbandoned" in reasons(kubectl, ns, "stale")
+            assert "ActionSucceeded" in reasons(kubectl, ns, "lost")
+        finally:
+            c.stop()
+    finally:
+        runners.stop()
+
+
+# --- leader election ------------------------------------------------------------------------
+
+
+def test_two_instances_one_leader_and_failover(
+    kubectl: Tool, ns: str, controller_kubeconfig: Path, tmp_path: Path
+) -> None:
+    runners = runners_with(["led"])
+    a = ControllerProc(controller_kubeconfig, ns, tmp_path, identity="a", leader_elect=True)
+    b = ControllerProc(controller_kubeconfig, ns, tmp_path, identity="b", leader_elect=True)
+    lease = "stream-autoscaler-controller"
+    kubectl("delete", "lease", lease, "-n", CONTROLLER_NS, "--ignore-not-found")
+    try:
+        a.start()
+        b.start()
+        attach(kubectl, ns, runners, "led")
+        holder = wait_for("a leader", lambda: kubectl.json("get", "lease", lease, "-n",
+                                                           CONTROLLER_NS)["spec"].get(
+            "holderIdentity"))
+        leader, standby = (a, b) if holder == "a" else (b, a)
+        wait_for("status from the leader", lambda: status(kubectl, ns, "led").get(
+            "lastDecision"))
+        assert leader.metric("stream_autoscaler_controller_leader") == 1
+        assert standby.metric("stream_autoscaler_controller_leader") == 0
+        assert standby.metric("stream_autoscaler_controller_reconciles_total") == 0
+        killed = time.monotonic()
+        leader.kill(signal.SIGKILL)
+        wait_for("failover", lambda: standby.metric("stream_autoscaler_controller_leader") == 1,
+                 timeout=40, every=0.25)
+        failover = time.monotonic() - killed
+        assert failover <= 15 + 2 + 3, f"failover took {failover:.1f} s"  # lease + retry + slack
+        seen = status(kubectl, ns, "led")["lastDecision"]["time"]
+        wait_for("the new leader evaluates", lambda: status(kubectl, ns, "led")[
+            "lastDecision"]["time"] > seen, timeout=30)
+        print(f"leader failover: {failover:.1f} s after SIGKILL (lease 15 s)")
+    finally:
+        a.kill()
+        b.kill()
+        runners.stop()
+
+
+# --- API-server weather: 409 and 410 -----------------------------------------------------------
+
+
+def test_conflicts_are_retried(kubectl: Tool, ns: str, controller: ControllerProc) -> None:
+    runners = runners_with(["contended"])
+    stop = threading.Event()
+
+    def meddle() -> None:  # another writer bumps the resourceVersion ten times a second
+        from kubernetes import client, config
+
+        api = client.CustomObjectsApi(config.new_client_from_config(
+            str(REPO / ".testbed" / "kubeconfig")))
+        while not stop.wait(0.1):
+            with contextlib.suppress(Exception):  # a 409 of our own is fine too
+                api.patch_namespaced_custom_object_status(
+                    "stream-autoscaler.io", "v1alpha1", ns, "streamjobs", "contended",
+                    {"status": {"backlogRecords": time.time() % 1000}},
+                    _content_type="application/merge-patch+json")
+
+    try:
+        attach(kubectl, ns, runners, "contended")
+        wait_for("status", lambda: status(kubectl, ns, "contended").get("lastDecision"))
+        t = threading.Thread(target=meddle, daemon=True)
+        t.start()
+        wait_for("a conflict", lambda: controller.metric(
+            "stream_autoscaler_controller_reconciles_total", result="conflict") > 0,
+            timeout=60)
+        stop.set()
+        t.join()
+        seen = status(kubectl, ns, "contended")["lastDecision"]["time"]
+        wait_for("evaluations after conflicts", lambda: status(kubectl, ns, "contended")[
+            "lastDecision"]["time"] > seen, timeout=30)
+    finally:
+        stop.set()
+        runners.stop()
+
+
+def test_watch_gone_410_relists(kubectl: Tool, ns: str, testbed: Any) -> None:
+    from kubernetes import config
+
+    from controller.kube.api import KubeApi
+    from controller.kube.informer import Informer
+
+    api = KubeApi(config.new_client_from_config(str(testbed.dir / "kubeconfig")))
+    config.load_kube_config(str(testbed.dir / "kubeconfig"))  # kubernetes.watch's default
+    apply(kubectl, attached_job("first", ns, "http://127.0.0.1:1", "http://127.0.0.1:1/m"))
+    seen: list[tuple[str, str]] = []
+    restarts: list[str] = []
+    inf = Informer("StreamJob", api.jobs(ns), lambda k, o: seen.append(
+        (k, o["metadata"]["name"])), on_restart=restarts.append)
+    inf.resource_version = "1"  # long compacted: the API server answers 410 Gone
+    inf.start()
+    try:
+        wait_for("a relist after 410", lambda: "expired" in restarts and inf.get((ns, "first")))
+        apply(kubectl, attached_job("second", ns, "http://127.0.0.1:1", "http://127.0.0.1:1/m"))
+        wait_for("the watch after the relist", lambda: ("ADDED", "second") in seen)
+    finally:
+        inf.stop()
+
+
+# --- deletion ----------------------------------------------------------------------------------
+
+
+def test_delete_stops_the_job_at_a_batch_boundary_first(
+    kubectl: Tool, ns: str, controller: ControllerProc
+) -> None:
+    runners = runners_with(["doomed"])
+    try:
+        attach(kubectl, ns, runners, "doomed")
+        wait_for("the finalizer", lambda: kubectl.json("get", "sj", "doomed", "-n", ns)[
+            "metadata"].get("finalizers"))
+        kubectl("delete", "sj", "doomed", "-n", ns, "--wait=true", "--timeout=60s")
+        assert runners.counts()["doomed"].get("stop") == 1
+        assert runners.job("doomed").phase == "Stopped"
+        stopped = [e for e in events(kubectl, ns, "doomed") if e["reason"] == "Stopped"]
+        assert stopped and "stopped at a batch boundary" in stopped[0]["message"]
+    finally:
+        runners.stop()
