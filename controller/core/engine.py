@@ -216,6 +216,18 @@ def _resize(x: _Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
             return x.hold(Reason.COOLDOWN, cooldown, diagnosis, sizing=sizing)
         return _scale_out(x, model, plan, sizing, diagnosis, util_needed)
     if plan.limit is not None and util_needed > pol.utilization.high:
+        if plan.limit[0] is Reason.SOURCE_PARTITION_BOUND and diagnosis.kind is BottleneckKind.NONE:
+            # The arrival alone fits, but arrival + backlog does not: the cap binds the catch-up.
+            diagnosis = diagnosis.model_copy(
+                update={
+                    "kind": BottleneckKind.SOURCE_PARTITIONS,
+                    "evidence": (
+                        *diagnosis.evidence,
+                        f"catching up needs {required:,.0f} records/s; the read stage's source "
+                        "partitions cap it",
+                    ),
+                }
+            )
         return x.hold(plan.limit[0], plan.limit[1], diagnosis, sizing=sizing)
     if plan.layout.executors < n_cur and util_arrival < pol.utilization.low:
         if catching_up:

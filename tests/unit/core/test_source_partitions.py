@@ -116,3 +116,12 @@ def test_suggestion_respects_executors_max() -> None:
     # 3 partitions on 3 executors: 15,000 * (9e-5/3 + 1e-5) / 0.9 = 67%, but 16,200 needs 72%
     assert source_partitions_needed(model, 15_000, small) == (3, 3)
     assert source_partitions_needed(model, 16_200, small) is None
+
+
+def test_a_backlog_the_cap_cannot_drain_is_diagnosed_source_bound() -> None:
+    """Arrival alone fits one partition; arrival + backlog / catch-up does not."""
+    s = kafka_job(topic_partitions=1, executors=1, arrival=5_000, backlog=600_000, age=40)
+    d = decide(s, ScalingPolicySpec(), ScalingHistory(), NOW)
+    assert d.reason is Reason.SOURCE_PARTITION_BOUND, d.message
+    assert d.diagnosis.kind is BottleneckKind.SOURCE_PARTITIONS
+    assert "catching up needs" in d.diagnosis.evidence[-1]
