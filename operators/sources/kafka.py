@@ -138,7 +138,15 @@ def read_kafka(
             opts["startingOffsets"] = offsets_json(starting)
         opts["endingOffsets"] = offsets_json(ending) if ending is not None else "latest"
     reader = spark.readStream if streaming else spark.read
-    return reader.format("kafka").options(**opts).load().selectExpr(*COLUMNS)
+    try:
+        return reader.format("kafka").options(**opts).load().selectExpr(*COLUMNS)
+    except Exception as e:  # AnalysisException: DATA_SOURCE_NOT_FOUND without the connector
+        if "DATA_SOURCE_NOT_FOUND" in str(e) or "Failed to find" in str(e):
+            raise KafkaSourceError(
+                "kafka source: Spark's Kafka connector is not on this session's spark.jars "
+                "(the runner adds it from the cache `make tools` fills; see kafka_jars())"
+            ) from None
+        raise
 
 
 def offsets_json(offsets: TopicOffsets) -> str:

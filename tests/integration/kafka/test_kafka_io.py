@@ -154,3 +154,13 @@ def test_end_to_end_throughput(broker: str, spark: Any, tmp_path: Path) -> None:
     assert written == n
     print(f"kafka throughput: produce {produced.rate:,.0f} records/s; "
           f"Kafka -> Spark -> Kafka {n / secs:,.0f} records/s ({n} in {secs:.1f} s, local[1])")
+
+
+def test_bad_kafka_manifests_name_the_problem(broker: str, spark: Any, tmp_path: Path) -> None:
+    from operators.job import JobDefinitionError, validate_job
+
+    job = load_job(write_kafka_job(tmp_path / "job", name="bad", bootstrap=broker,
+                                   topic=" , ", out_topic="o", stateful=False))  # fmt: skip
+    with pytest.raises(JobDefinitionError, match="names no topic") as err:
+        validate_job(spark, job.spec)
+    assert err.value.where == "source"
