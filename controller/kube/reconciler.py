@@ -13,6 +13,7 @@ so never twice), or abandons it after ``intent_timeout_seconds``. Each step is i
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -43,6 +44,10 @@ Key = tuple[str, str]
 STATUS_HISTORY = HistoryLimits(max_entries=90, max_age_seconds=900.0)
 """History kept in status: 90 entries (15 min of 10 s evaluations) bound the object's size
 (~15 kB) while covering the scale-down stabilization window, cooldown and restart budgets."""
+
+TOKEN_TTL_SECONDS = 60.0
+"""How long a runner token read from its Secret is reused: a rotated token is picked up within a
+minute, and a 401 meanwhile only delays one evaluation."""
 
 REFUSING_HOLDS = {
     "AtMaxCapacity",
@@ -102,6 +107,8 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self._clients: dict[Key, tuple[str, str, RunnerClient]] = {}
+        self._tokens: dict[tuple[str, str, str], tuple[float, str]] = {}
+        self._local = threading.local()
         self._followed: set[str] = set()
         """Intents this process started or has already picked up (the others were left in
         flight by a previous controller instance)."""
@@ -110,6 +117,7 @@ class Reconciler:
 
     def reconcile(self, key: Key) -> float | None:
         """One pass over one job; the delay until the next pass (None: forget the job)."""
+        self._local.started = time.monotonic()
         obj = self.get_job(key)
         if obj is None:
             self._clients.pop(key, None)
@@ -166,11 +174,22 @@ class Reconciler:
             if attach.token_secret_ref is not None:
                 ref = attach.token_secret_ref
                 try:
-                    token = self.api.secret_value(key[0], ref.name, ref.key)
+                    token = self._token(key[0], ref.name, ref.key)
                 except NotFound as e:
                     raise Degraded("TokenSecretNotFound", str(e)) from None
             return Target(attach.control_url, attach.metrics_url, token, managed=False)
         return self._ensure_managed(key, obj, job, policy, draft)
+
+    def _token(self, namespace: str, name: str, key: str) -> str:
+        """A Secret's token, re-read at most every TOKEN_TTL_SECONDS (one GET per job per
+        evaluation would double the controller's API traffic)."""
+        k = (namespace, name, key)
+        cached = self._tokens.get(k)
+        now = time.monotonic()
+        if cached is None or now - cached[0] > TOKEN_TTL_SECONDS:
+            cached = (now, self.api.secret_value(namespace, name, key))
+            self._tokens[k] = cached
+        return cached[1]
 
     def _ensure_managed(
         self, key: Key, obj: Obj, job: StreamJob, policy: ScalingPolicySpec, draft: StatusDraft
@@ -240,7 +259,7 @@ class Reconciler:
         self, key: Key, obj: Obj, draft: StatusDraft, client: RunnerClient, target: Target,
         job: StreamJob, policy: ScalingPolicySpec,
     ) -> float:
-        started = time.monotonic()
+        started = getattr(self._local, "started", time.monotonic())
         now = draft.now
         runner = _try_status(client)
         source = self.source_for(key, target)
@@ -253,14 +272,16 @@ class Reconciler:
         history = _record(history, decision, now, acted=False)
         draft.set_history(history)
         self.metrics.decision(decision)
+        after = policy.timing.evaluation_interval_seconds
         if decision.acts and decision.action is Action.RECOVER and not target.managed:
             decision = decision.model_copy(update={"enforced": False})
             draft.decided(decision)
             self._degraded_note(obj, draft, "AttachedRunnerDown",
                                 f"{decision.message}; the runner at {target.control_url} is not "
                                 "owned by the controller: restart it from its checkpoint")
+            self._write(obj, draft)
         elif decision.acts:
-            return self._act(obj, draft, client, decision, snap, history)
+            after = self._act(obj, draft, client, decision, snap, history)
         else:
             phase = "Running" if runner and runner.get("phase") == "Running" else (
                 "Degraded" if snap.observed_at is None else "Running")
@@ -270,13 +291,18 @@ class Reconciler:
                             "Running" if ready else decision.reason.value,
                             decision.message)
             draft.condition("Degraded", "False", "AsExpected", "")
+            self._write(obj, draft)
             self._refusal_event(obj, decision)
-        self._write(obj, draft)
-        self.metrics.evaluated(time.monotonic() - started)
+        took = time.monotonic() - started
+        self.metrics.evaluated(took)
         log.info("decision", job=f"{key[0]}/{key[1]}", action=decision.action.value,
                  reason=decision.reason.value, message=decision.message,
-                 enforced=decision.enforced, ms=round((time.monotonic() - started) * 1000, 1))
-        return policy.timing.evaluation_interval_seconds
+                 target_executors=decision.target_executors,
+                 target_partitions=decision.target_partitions,
+                 bottleneck=decision.diagnosis.kind.value, operator=decision.diagnosis.operator,
+                 evidence=list(decision.diagnosis.evidence),
+                 enforced=decision.enforced, ms=round(took * 1000, 1))
+        return after
 
     def _act(
         self, obj: Obj, draft: StatusDraft, client: RunnerClient, d: Decision,

@@ -138,28 +138,6 @@ def test_no_checkpoint_location(spark, tmp_path, load_spec):
     assert err.value.where == "checkpoint"
 
 
-def test_kafka_source_not_yet_supported(spark, tmp_path, load_spec):
-    spec = load_spec(
-        "wordcount",
-        tmp_path,
-        source={"type": "kafka", "bootstrapServers": "127.0.0.1:9092", "topic": "words"},
-    )
-    with pytest.raises(JobDefinitionError, match="not yet supported") as err:
-        validate_job(spark, spec)
-    assert err.value.where == "source"
-
-
-def test_kafka_sink_not_yet_supported(spark, tmp_path, load_spec):
-    spec = load_spec(
-        "wordcount",
-        tmp_path,
-        sink={"type": "kafka", "bootstrapServers": "127.0.0.1:9092", "topic": "counts"},
-    )
-    with pytest.raises(JobDefinitionError, match="not yet supported") as err:
-        validate_job(spark, spec)
-    assert err.value.where == "sink"
-
-
 @pytest.mark.parametrize(
     ("sample", "mode"),
     [("impressions-clicks", "complete"), ("wordcount", "append")],
