@@ -339,6 +339,7 @@ class JobRunner:
             from_batch = self._committed()
             self._start_query()
             resumed = True
+            self.resumed_from_batch = from_batch  # the checkpoint batch the query resumed from
             self._wait_commit_after(from_batch)
             action.timings["first_commit"] = time.monotonic() - t0
             self.metrics.state_partitions.labels(self.name).set(self.partitions or 0)

@@ -160,7 +160,7 @@ def run_demo(
         if trace.unit == "load":
             unit = load_unit_rate(job, cluster.master_url, out / "calibration")
             _say(f"one executor of {job.metadata.name} sustains {unit:,.0f} records/s (load 1)")
-        job_file = _write_job(
+        job_file = write_run_job(
             job, trace_path, unit, out, static_executors or policy.executors.initial,
             partitions=static_executors,
         )  # fmt: skip
@@ -200,7 +200,7 @@ def run_demo(
         _mark_actions(rows, actuator.actions)
         _say("stopping the job at a batch boundary")
         runner.stop()
-        verdict = _verify(spec)
+        verdict = verify_exactly_once(spec)
         summary = report.summarize(rows, policy_file.policy.lag.slo_seconds, actuator.actions)
         summary.update(_recovery_figures(rows, chaos_log, policy_file.policy.lag))
         summary.update(verdict)
@@ -349,7 +349,7 @@ def _recovery_figures(
     return figures
 
 
-def _verify(spec: Any) -> dict[str, Any]:
+def verify_exactly_once(spec: Any) -> dict[str, Any]:
     """The exactly-once verdict (a local Spark session reads the checkpoint and the sink)."""
     import os
     import sys
@@ -384,7 +384,7 @@ def _verify(spec: Any) -> dict[str, Any]:
     }
 
 
-def _write_job(
+def write_run_job(
     job: StreamJob,
     trace: Path,
     unit: float | None,
