@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -97,3 +98,21 @@ def namespace(kubectl: Tool) -> Iterator[str]:
     kubectl("wait", "--for=create", "--timeout=60s", "-n", name, "serviceaccount/default")
     yield name
     kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def controller_kubeconfig(
+    helm: Tool, kubectl: Tool, crds: list[str], tool_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Path]:
+    """The chart installed (RBAC, ServiceAccount; no controller pod) and a kubeconfig with that
+    ServiceAccount's token: the controller runs in tests exactly as privileged as in a cluster.
+    Per module: the chart's cluster-scoped names are also test_helm's and test_rbac's."""
+    from tests.integration.k8s.controller_env import CONTROLLER_NS, RELEASE, install_chart
+
+    path = install_chart(helm, kubectl, tmp_path_factory.mktemp("ctl"), tool_env)
+    who = kubectl(f"--kubeconfig={path}", "auth", "whoami", "-o",
+                  "jsonpath={.status.userInfo.username}").stdout
+    assert who == f"system:serviceaccount:{CONTROLLER_NS}:{RELEASE}", who
+    yield path
+    helm("uninstall", RELEASE, "-n", CONTROLLER_NS, "--wait", check=False)

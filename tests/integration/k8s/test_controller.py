@@ -21,7 +21,6 @@ from controller.local.runner_client import RunnerClient
 from tests.integration.k8s.controller_env import (
     CONTROLLER_NS,
     FAST_POLICY,
-    RELEASE,
     ControllerProc,
     apply,
     attached_job,
@@ -29,24 +28,10 @@ from tests.integration.k8s.controller_env import (
     status,
     wait_for,
 )
-from tests.integration.k8s.controller_env import install_chart as _install
 from tests.integration.k8s.k8s_tier import REPO, Tool
 
 pytestmark = pytest.mark.k8s
 TOKEN = "fake-token"
-
-
-@pytest.fixture(scope="module")
-def controller_kubeconfig(
-    helm: Tool, kubectl: Tool, crds: list[str], tool_env: dict[str, str],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Path]:
-    path = _install(helm, kubectl, tmp_path_factory.mktemp("ctl"), tool_env)
-    who = kubectl(f"--kubeconfig={path}", "auth", "whoami", "-o", "jsonpath={.status.userInfo"
-                  ".username}").stdout
-    assert who == f"system:serviceaccount:{CONTROLLER_NS}:{RELEASE}", who
-    yield path
-    helm("uninstall", RELEASE, "-n", CONTROLLER_NS, "--wait", check=False)
 
 
 @pytest.fixture

@@ -1,0 +1,141 @@
+"""The controller on the real API server driving a real Spark job in attached mode: a local
+runner (standalone mini-cluster on loopback) under a burst trace, its metrics in a real
+Prometheus, the controller under the chart's ServiceAccount. The burst brings a repartition
+(the SEEP move, with its executors), the controller is killed mid-repartition and the next
+instance finishes it without repeating it; the lull brings a scale-in; deleting the StreamJob
+stops the query at a batch boundary; the sink holds every record exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.k8s.controller_env import (
+    ControllerProc,
+    apply,
+    attached_job,
+    events,
+    status,
+    wait_for,
+)
+from tests.integration.k8s.k8s_tier import REPO, Tool
+from tests.realcomponents import require_spark, unavailable
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+
+TRACE = "t,load\n0,0.25\n20,0.95\n130,0.1\n400,0.1\n"
+"""A burst at 20 s for 110 s, then a lull: out (with a repartition), then in."""
+
+
+@pytest.fixture(scope="module")
+def spark_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    require_spark()
+    if shutil.which("prometheus") is None:
+        unavailable("no prometheus binary: run `make setup`")
+    from controller.core.streamjob import StreamJob
+    from controller.local.calibrate import load_unit_rate
+    from controller.local.demo import write_run_job
+    from controller.local.processes import RunnerProcess
+    from controller.local.prometheus_server import PrometheusServer
+    from controller.manifests import load_job
+    from operators.cluster import MiniCluster, free_port
+
+    work = tmp_path_factory.mktemp("attached")
+    (work / "trace.csv").write_text(TRACE)
+    job: StreamJob = load_job(REPO / "k8s" / "samples" / "wordcount-demo.yaml")
+    executors_max = max(2, min(os.cpu_count() or 2, 2))
+    cluster = MiniCluster(workers=executors_max, cores_per_worker=job.spec.executors.cores,
+                          memory_per_worker="1g", log_dir=work / "cluster")
+    cluster.start()
+    runner = prom = None
+    try:
+        unit = load_unit_rate(job, cluster.master_url, work / "calibration")
+        job_file = write_run_job(job, work / "trace.csv", unit, work, 1)
+        token = secrets.token_urlsafe(24)
+        (work / "runner.token").write_text(token)
+        runner = RunnerProcess(job_file=job_file, master=cluster.master_url, workdir=work,
+                               control_port=free_port(), metrics_port=free_port(), executors=1,
+                               max_executors=executors_max, token_file=work / "runner.token")
+        prom = PrometheusServer(work / "prometheus",
+                                {job.metadata.name: f"127.0.0.1:{runner.metrics_port}"}).start()
+        runner.start()
+        yield {"name": job.metadata.name, "runner": runner, "prometheus": prom.url,
+               "token": token, "job_file": job_file, "work": work, "max": executors_max,
+               "unit": unit}
+    finally:
+        if runner is not None and runner.alive():
+            runner.kill()
+        if prom is not None:
+            prom.stop()
+        cluster.stop()
+
+
+def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_once(
+    kubectl: Tool, namespace: str, controller_kubeconfig: Path, spark_job: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    from controller.local.demo import verify_exactly_once
+    from controller.manifests import load_job
+
+    ns, name, runner = namespace, spark_job["name"], spark_job["runner"]
+    policy = yaml.safe_load((REPO / "policies" / "default.yaml").read_text())
+    policy["spec"]["executors"]["max"] = spark_job["max"]  # no more executors than cores
+    apply(kubectl, policy, ns)
+    kubectl("create", "secret", "generic", "runner-token", "-n", ns,
+            f"--from-literal=token={spark_job['token']}")
+    control = f"http://127.0.0.1:{runner.control_port}"
+    apply(kubectl, attached_job(name, ns, control,
+                                f"http://127.0.0.1:{runner.metrics_port}/metrics",
+                                policy="default"))
+    extra = ["--prometheus-url", spark_job["prometheus"]]
+    first = ControllerProc(controller_kubeconfig, ns, tmp_path, identity="first",
+                           extra=extra).start()
+    second: ControllerProc | None = None
+    table: list[str] = []
+    try:
+        # the burst: a repartition with its executors; kill the controller while it runs
+        wait_for("a repartition in flight", lambda: status(kubectl, ns, name).get(
+            "phase") == "Repartitioning", timeout=240, every=0.5)
+        intent = status(kubectl, ns, name)["intent"]
+        first.kill(signal.SIGKILL)
+        second = ControllerProc(controller_kubeconfig, ns, tmp_path, identity="second",
+                                extra=extra).start()
+        wait_for("the repartition to finish", lambda: "intent" not in status(kubectl, ns, name),
+                 timeout=240)
+        recent = runner.client.status()["recentActions"]
+        ids = [a["id"] for a in recent]
+        assert ids.count(intent["actionId"]) == 1, recent
+        assert all(a.get("duplicates", 0) == 0 or a["id"].startswith(intent["actionId"])
+                   for a in recent), recent
+        table.append(kubectl("get", "streamjobs", "-n", ns).stdout)
+        # the lull: a scale-in (after the stabilization window)
+        wait_for("a scale-in", lambda: "ScaleIn" in [e["reason"] for e in events(
+            kubectl, ns, name)], timeout=300, every=2)
+        table.append(kubectl("get", "streamjobs", "-n", ns).stdout)
+        got = [e["reason"] for e in events(kubectl, ns, name)]
+        assert "RepartitionStateBound" in got and "ActionResumed" in got, got
+        st = status(kubectl, ns, name)
+        assert st["resumedFromBatch"] is not None and st["partitions"] >= 2, st
+        # delete: the finalizer stops the query at a batch boundary
+        kubectl("delete", "sj", name, "-n", ns, "--timeout=180s")
+        assert wait_for("the runner to stop", lambda: not runner.alive(), timeout=120)
+    finally:
+        first.kill()
+        if second is not None:
+            second.stop()
+    print("\n".join(table))
+    reasons = [(e["reason"], e["message"][:100]) for e in events(kubectl, ns, name)]
+    (tmp_path / "events.json").write_text(json.dumps(reasons, indent=1))
+    verdict = verify_exactly_once(load_job(spark_job["job_file"]).spec)
+    assert verdict["exactly_once"] is True, verdict
+    print(f"exactly once over {verdict['records_in']:,} records; events: {reasons}")
