@@ -550,18 +550,27 @@ def _steps(intent: ActionIntent) -> list[tuple[str, str, int]]:
 
 
 def _stop_runner(client: RunnerClient, timeout: float) -> str:
-    try:
-        client.stop(action_id="finalizer-stop")
-    except RunnerUnavailable as e:
-        return f"not confirmed (runner unreachable: {e})"
-    except RunnerRefused as e:
-        if e.status != 409:
-            return f"not confirmed ({e})"
+    """Asks the runner to stop at a batch boundary and waits until it has. A runner busy with an
+    action (409) is asked again until that action ends; the id makes the ask idempotent."""
     deadline = time.monotonic() + timeout
+    sent = False
     while time.monotonic() < deadline:
+        if not sent:
+            try:
+                client.stop(action_id="finalizer-stop")
+                sent = True
+            except RunnerUnavailable as e:
+                return f"not confirmed (runner unreachable: {e})"
+            except RunnerRefused as e:
+                if e.status != 409:
+                    return f"not confirmed ({e})"
         st = _try_status(client)
-        if st is None or st.get("phase") in ("Stopped", "Failed"):
+        if st is None:  # the runner exits once stopped
+            return "stopped" if sent else "not confirmed (runner gone)"
+        if st.get("phase") == "Stopped":
             return "stopped"
+        if st.get("phase") == "Failed":
+            return "not confirmed (the query had failed)"
         time.sleep(1.0)
     return f"not confirmed within {timeout:g} s"
 
