@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,26 +23,22 @@ import structlog
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from controller.core import Action, Decision, MetricsSnapshot, ScalingHistory, decide
-from controller.core.history import HistoryEntry, HistoryLimits
+from controller.core import Action, Decision, ScalingHistory, decide
 from controller.core.policy import ScalingPolicy, ScalingPolicySpec
-from controller.core.streamjob import ActionIntent, StreamJob
+from controller.core.streamjob import StreamJob
 from controller.kube import resources
+from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
 from controller.kube.api import KubeApi, NotFound
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.settings import FINALIZER, ControllerSettings
-from controller.kube.status import PHASE_FOR_ACTION, StatusDraft
-from controller.local.runner_client import RunnerClient, RunnerRefused, RunnerUnavailable
+from controller.kube.status import StatusDraft
+from controller.local.runner_client import RunnerClient
 from controller.metrics.prometheus import SnapshotSource
 from controller.metrics.promql import Window
 
 log = structlog.get_logger("stream_autoscaler.reconciler")
 Obj = dict[str, Any]
 Key = tuple[str, str]
-
-STATUS_HISTORY = HistoryLimits(max_entries=90, max_age_seconds=900.0)
-"""History kept in status: 90 entries (15 min of 10 s evaluations) bound the object's size
-(~15 kB) while covering the scale-down stabilization window, cooldown and restart budgets."""
 
 TOKEN_TTL_SECONDS = 60.0
 """How long a runner token read from its Secret is reused: a rotated token is picked up within a
@@ -109,9 +104,8 @@ class Reconciler:
         self._clients: dict[Key, tuple[str, str, RunnerClient]] = {}
         self._tokens: dict[tuple[str, str, str], tuple[float, str]] = {}
         self._local = threading.local()
-        self._followed: set[str] = set()
-        """Intents this process started or has already picked up (the others were left in
-        flight by a previous controller instance)."""
+        self.actions = Actions(settings, metrics, write=self._write, event=self._event,
+                               recover=self._recover_managed)
 
     # --- entry --------------------------------------------------------------------------------
 
@@ -139,7 +133,7 @@ class Reconciler:
         client = self._client(key, target)
         intent = draft.intent()
         if intent is not None:
-            return self._follow(obj, draft, client, intent, policy)
+            return self.actions.follow(obj, draft, client, intent)
         return self._evaluate(key, obj, draft, client, target, job, policy)
 
     # --- inputs -------------------------------------------------------------------------------
@@ -261,7 +255,7 @@ class Reconciler:
     ) -> float:
         started = getattr(self._local, "started", time.monotonic())
         now = draft.now
-        runner = _try_status(client)
+        runner = try_status(client)
         source = self.source_for(key, target)
         name = (runner or {}).get("job") or key[1]
         snap = source.snapshot(str(name), Window(policy.timing.window_seconds), now)
@@ -281,7 +275,7 @@ class Reconciler:
                                 "owned by the controller: restart it from its checkpoint")
             self._write(obj, draft)
         elif decision.acts:
-            after = self._act(obj, draft, client, decision, snap, history)
+            after = self.actions.start(obj, draft, client, decision, snap, history)
         else:
             phase = "Running" if runner and runner.get("phase") == "Running" else (
                 "Degraded" if snap.observed_at is None else "Running")
@@ -304,130 +298,11 @@ class Reconciler:
                  enforced=decision.enforced, ms=round(took * 1000, 1))
         return after
 
-    def _act(
-        self, obj: Obj, draft: StatusDraft, client: RunnerClient, d: Decision,
-        snap: MetricsSnapshot, history: ScalingHistory,
-    ) -> float:
-        intent = ActionIntent(
-            action_id=f"{obj['metadata']['uid'][:8]}-{uuid.uuid4().hex[:8]}",
-            action=d.action.value,
-            target_executors=d.target_executors,
-            target_partitions=d.target_partitions,
-            started_at=draft.now,
-        )
-        draft.set_intent(intent)
-        draft.phase(PHASE_FOR_ACTION.get(d.action.value, "Scaling"))
-        draft.target(executors=d.target_executors)
-        draft.condition("Progressing", "True", d.reason.value, d.message)
-        # the action enters the history with the intent (cooldown, ineffective-move checks);
-        # a refusal takes both back
-        draft.set_history(_with_action(history, intent, d.reason.value, snap.processed_rate,
-                                       d.sizing.target_capacity_rate))
-        # 1. the intent reaches etcd before anything changes (a 409 here: nothing was done)
-        obj = self._write(obj, draft)
-        self._event(obj, "Normal", d.reason.value, d.message, d.action.value)
-        self.metrics.action(d.action.value, "started", 0.0)
-        self._followed.add(intent.action_id)
-        # 2. the first step goes to the runner under the intent's id
-        return self._advance(obj, draft, client, intent, _try_status(client), refusal_ends=True,
-                             history_before=history)
+    # --- degraded, deletion -------------------------------------------------------------------
 
     def _recover_managed(self, obj: Obj) -> None:
         names = resources.Names.of(obj)
         self.api.delete_pod(names.namespace, names.driver)
-
-    # --- an action in flight ------------------------------------------------------------------
-
-    def _follow(
-        self, obj: Obj, draft: StatusDraft, client: RunnerClient, intent: ActionIntent,
-        policy: ScalingPolicySpec,
-    ) -> float:
-        runner = _try_status(client)
-        draft.observe(None, runner)
-        if intent.action_id not in self._followed:
-            self._followed.add(intent.action_id)
-            self._event(obj, "Normal", "ActionResumed",
-                        f"{intent.action} {intent.action_id} was in flight "
-                        f"({draft.now - intent.started_at:.0f} s) when the previous controller "
-                        "stopped: following it to its end (never sending a step twice)")
-        if intent.action == "recover":
-            if runner is not None and runner.get("phase") == "Running":
-                return self._end_intent(obj, draft, intent, "succeeded", "", runner)
-            if draft.now - intent.started_at >= self.settings.intent_timeout_seconds:
-                return self._end_intent(obj, draft, intent, "abandoned",
-                                        "the driver did not come back", runner)
-            draft.phase("Recovering")
-            self._write(obj, draft)
-            return self.settings.action_poll_seconds
-        return self._advance(obj, draft, client, intent, runner, refusal_ends=False)
-
-    def _advance(
-        self, obj: Obj, draft: StatusDraft, client: RunnerClient, intent: ActionIntent,
-        runner: Obj | None, refusal_ends: bool, history_before: ScalingHistory | None = None,
-    ) -> float:
-        """Moves an intent one step on: each step is a runner action under its own id, sent
-        only if the runner does not know that id (so a restarted controller never repeats it)."""
-        age = draft.now - intent.started_at
-        if intent.action == "recover":
-            self._recover_managed(obj)
-            draft.phase("Recovering")
-            self._write(obj, draft)
-            return self.settings.action_poll_seconds
-        for step_id, kind, value in _steps(intent):
-            record = _find_action(runner, step_id) if runner else None
-            if record is None:
-                if age >= self.settings.intent_timeout_seconds:
-                    # too old to send now: the job has moved on since it was decided
-                    why = "the runner did not answer" if runner is None else (
-                        f"the runner never received step {step_id}")
-                    return self._end_intent(obj, draft, intent, "abandoned", why, runner)
-                if runner is None:
-                    self._write(obj, draft)
-                    return self.settings.action_poll_seconds
-                try:
-                    if kind == "executors":
-                        client.set_executors(value, step_id)
-                    else:
-                        client.repartition(value, step_id)
-                except (RunnerRefused, RunnerUnavailable) as e:
-                    if refusal_ends or age >= self.settings.intent_timeout_seconds:
-                        if history_before is not None:
-                            draft.set_history(history_before)
-                        return self._end_intent(obj, draft, intent, "refused", str(e), runner)
-                    self._write(obj, draft)
-                    return self.settings.action_poll_seconds
-                self._write(obj, draft)
-                return self.settings.action_poll_seconds
-            state = record.get("state")
-            if state == "running":
-                draft.phase(PHASE_FOR_ACTION.get(intent.action, "Scaling"))
-                self._write(obj, draft)
-                return self.settings.action_poll_seconds
-            if state != "succeeded":
-                return self._end_intent(obj, draft, intent, "failed",
-                                        f"{kind}: {record.get('error') or state}", runner)
-        return self._end_intent(obj, draft, intent, "succeeded", "", runner)
-
-    def _end_intent(
-        self, obj: Obj, draft: StatusDraft, intent: ActionIntent, outcome: str, detail: str,
-        runner: Obj | None,
-    ) -> float:
-        draft.set_intent(None)
-        draft.observe(None, runner)
-        draft.phase("Running" if runner and runner.get("phase") == "Running" else "Degraded")
-        took = draft.now - intent.started_at
-        msg = f"{intent.action} {intent.action_id} {outcome} after {took:.0f} s"
-        if detail:
-            msg += f": {detail}"
-        ok = outcome == "succeeded"
-        draft.condition("Progressing", "False", "ActionSucceeded" if ok else "ActionFailed", msg)
-        self._write(obj, draft)
-        self.metrics.action(intent.action, outcome, took)
-        self._event(obj, "Normal" if ok else "Warning",
-                    "ActionSucceeded" if ok else f"Action{outcome.capitalize()}", msg)
-        return self.settings.action_poll_seconds
-
-    # --- degraded, deletion -------------------------------------------------------------------
 
     def _degraded(self, obj: Obj, draft: StatusDraft, e: Degraded) -> float:
         was = next((c for c in draft.doc.get("conditions") or []
@@ -462,7 +337,7 @@ class Reconciler:
                 names = resources.Names.of(obj)
                 token = self.api.secret_value(key[0], names.secret, resources.TOKEN_KEY)
                 url = names.control_url(self.settings.managed)
-            outcome = _stop_runner(RunnerClient(url, token), self.settings.stop_timeout_seconds)
+            outcome = stop_runner(RunnerClient(url, token), self.settings.stop_timeout_seconds)
         except NotFound as e:
             outcome = f"not confirmed: {e}"
         self._event(obj, "Normal" if outcome == "stopped" else "Warning", "Stopped",
@@ -521,79 +396,8 @@ def _b64(v: str) -> str:
     return base64.b64decode(v).decode().strip()
 
 
-def _try_status(client: RunnerClient) -> Obj | None:
-    try:
-        return client.status()
-    except (RunnerUnavailable, RunnerRefused):
-        return None
-
-
-def _find_action(runner: Obj, action_id: str) -> Obj | None:
-    for a in [runner.get("action"), *(runner.get("recentActions") or [])]:
-        if a and a.get("id") == action_id:
-            return dict(a)
-    return None
-
-
-def _steps(intent: ActionIntent) -> list[tuple[str, str, int]]:
-    """The runner actions of an intent, in order, each with its own id. A repartition that also
-    changes executors first sets the executors (they register while the query runs), then
-    stops at a batch boundary and repartitions onto them."""
-    steps: list[tuple[str, str, int]] = []
-    if intent.action == "scale":
-        steps.append((intent.action_id, "executors", int(intent.target_executors or 0)))
-    elif intent.action == "repartition":
-        if intent.target_executors is not None:
-            steps.append((f"{intent.action_id}-x", "executors", int(intent.target_executors)))
-        steps.append((intent.action_id, "repartition", int(intent.target_partitions or 1)))
-    return steps
-
-
-def _stop_runner(client: RunnerClient, timeout: float) -> str:
-    """Asks the runner to stop at a batch boundary and waits until it has. A runner busy with an
-    action (409) is asked again until that action ends; the id makes the ask idempotent."""
-    deadline = time.monotonic() + timeout
-    sent = False
-    while time.monotonic() < deadline:
-        if not sent:
-            try:
-                client.stop(action_id="finalizer-stop")
-                sent = True
-            except RunnerUnavailable as e:
-                return f"not confirmed (runner unreachable: {e})"
-            except RunnerRefused as e:
-                if e.status != 409:
-                    return f"not confirmed ({e})"
-        st = _try_status(client)
-        if st is None:  # the runner exits once stopped
-            return "stopped" if sent else "not confirmed (runner gone)"
-        if st.get("phase") == "Stopped":
-            return "stopped"
-        if st.get("phase") == "Failed":
-            return "not confirmed (the query had failed)"
-        time.sleep(1.0)
-    return f"not confirmed within {timeout:g} s"
-
-
 def _record(history: ScalingHistory, d: Decision, now: float, acted: bool) -> ScalingHistory:
     from controller.core import record
 
     done = d if acted else d.model_copy(update={"enforced": False})
     return record(history, done, now, limits=STATUS_HISTORY)
-
-
-def _with_action(
-    history: ScalingHistory, intent: ActionIntent, reason: str, rate_before: float | None,
-    expected: float | None,
-) -> ScalingHistory:
-    entry = HistoryEntry(
-        time=intent.started_at,
-        kind="action",
-        action=intent.action,
-        executors=intent.target_executors,
-        partitions=intent.target_partitions,
-        reason=reason,
-        rate_before=rate_before,
-        expected_rate=expected,
-    )
-    return history.add(entry, intent.started_at, STATUS_HISTORY)

@@ -7,7 +7,7 @@ import yaml
 from controller.core import Action, Decision, MetricsSnapshot, Reason
 from controller.core.streamjob import ActionIntent, StreamJob
 from controller.kube import resources
-from controller.kube.reconciler import _steps
+from controller.kube.actions import steps as _steps
 from controller.kube.settings import ManagedSettings
 from controller.kube.status import StatusDraft
 from tests.integration.k8s.k8s_tier import REPO
