@@ -12,6 +12,8 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,9 +85,6 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
     kubectl: Tool, namespace: str, controller_kubeconfig: Path, spark_job: dict[str, Any],
     tmp_path: Path,
 ) -> None:
-    from controller.local.demo import verify_exactly_once
-    from controller.manifests import load_job
-
     ns, name, runner = namespace, spark_job["name"], spark_job["runner"]
     policy = yaml.safe_load((REPO / "policies" / "default.yaml").read_text())
     policy["spec"]["executors"]["max"] = spark_job["max"]  # no more executors than cores
@@ -135,6 +134,23 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
     print("\n".join(table))
     reasons = [(e["reason"], e["message"][:100]) for e in events(kubectl, ns, name)]
     (tmp_path / "events.json").write_text(json.dumps(reasons, indent=1))
-    verdict = verify_exactly_once(load_job(spark_job["job_file"]).spec)
+    verdict = verify_in_subprocess(spark_job["job_file"])
     assert verdict["exactly_once"] is True, verdict
     print(f"exactly once over {verdict['records_in']:,} records; events: {reasons}")
+
+
+VERIFY = """
+import json, sys
+from controller.local.demo import verify_exactly_once
+from controller.manifests import load_job
+print(json.dumps(verify_exactly_once(load_job(sys.argv[1]).spec), default=str))
+"""
+
+
+def verify_in_subprocess(job_file: Path) -> dict[str, Any]:
+    """The verifier's Spark session in its own process: a JVM started in the pytest process
+    would keep its classpath, and the Kafka tier after this one needs the connector jars on it."""
+    out = subprocess.run([sys.executable, "-c", VERIFY, str(job_file)], capture_output=True,
+                         text=True, timeout=900, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
