@@ -2,7 +2,7 @@
 runner (standalone mini-cluster on loopback) under a burst trace, its metrics in a real
 Prometheus, the controller under the chart's ServiceAccount. The burst brings a repartition
 (the SEEP move, with its executors), the controller is killed mid-repartition and the next
-instance finishes it without repeating it; the lull brings a scale-in; deleting the StreamJob
+instance finishes it without repeating it; when the input stops, a scale-in; deleting the StreamJob
 stops the query at a batch boundary; the sink holds every record exactly once."""
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ from tests.realcomponents import require_spark, unavailable
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
-TRACE = "t,load\n0,0.25\n20,0.95\n130,0.05\n500,0.05\n"
-"""A burst at 20 s for 110 s, then a lull: out (with a repartition), then in. The lull is 5% of
-one executor's measured capacity: at 10% a busy machine measured 40-42% of the batch budget on
-two executors (the fixed per-task cost does not shrink with the rate), right on the policy's
-``low`` of 40%, and the job stayed WithinBand."""
+TRACE = "t,load\n0,0.25\n20,0.95\n130,0\n500,0\n"
+"""A burst at 20 s for 110 s, then the input stops: out (with a repartition), then in.
+
+Not a light load: at 5-10% of one executor's capacity a loaded machine measured 40-46% of the
+batch budget busy on two executors (the fixed per-task cost does not shrink with the rate), on
+the policy's ``low`` of 40%, and the engine rightly kept both (WithinBand). An idle job shrinks
+to the minimum after the stabilization window on every machine."""
 
 
 @pytest.fixture(scope="module")
