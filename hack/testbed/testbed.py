@@ -34,12 +34,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from testbed_pki import SERVICE_CIDR, Pki
 from testbed_proc import (
+    cache_root,
     cmdline,
     free_port,
     http_get,
     http_json,
     is_ours,
     port_free,
+    read_versions,
     start,
     stop,
     wait_until,
@@ -65,17 +67,11 @@ class ToolsMissing(RuntimeError):
 
 
 def versions() -> dict[str, str]:
-    out = {}
-    for line in VERSIONS_FILE.read_text().splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
+    return read_versions(VERSIONS_FILE)
 
 
 def tools_dir() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
-    return Path(os.environ.get("SA_TOOLS_BIN", default / "bin"))
+    return Path(os.environ.get("SA_TOOLS_BIN", cache_root() / "bin"))
 
 
 def tool_paths() -> dict[str, Path]:

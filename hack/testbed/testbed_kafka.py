@@ -37,7 +37,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from testbed_proc import cmdline, free_port, is_ours, port_free, start, stop, wait_until
+from testbed_proc import (
+    cache_root,
+    cmdline,
+    free_port,
+    is_ours,
+    port_free,
+    read_versions,
+    start,
+    stop,
+    wait_until,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 VERSIONS_FILE = REPO / "hack" / "tools" / "kafka" / "versions.env"
@@ -53,17 +63,11 @@ class KafkaMissing(RuntimeError):
 
 
 def versions() -> dict[str, str]:
-    out = {}
-    for line in VERSIONS_FILE.read_text().splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
+    return read_versions(VERSIONS_FILE)
 
 
 def cache_dir() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
-    return Path(os.environ.get("SA_KAFKA_CACHE", default / "kafka"))
+    return Path(os.environ.get("SA_KAFKA_CACHE", cache_root() / "kafka"))
 
 
 def broker_jars() -> Path:

@@ -163,3 +163,18 @@ def wait_until(
             state = "exited" if dead else f"not ready after {timeout:.0f} s"
             raise TimeoutError(f"{what} {state}; last lines of {log}:\n{tail}")
         time.sleep(0.2)
+
+
+def read_versions(path: Path) -> dict[str, str]:
+    """``KEY=value`` lines of a versions.env file (``#`` comments and blank lines ignored)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def cache_root() -> Path:
+    """Where built tools and resolved jars are cached, outside the work tree."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
