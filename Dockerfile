@@ -11,9 +11,13 @@ WORKDIR /src
 RUN python -m venv /opt/venv && /opt/venv/bin/pip install --upgrade pip setuptools wheel
 # Dependencies first, so a source change does not re-download PySpark.
 COPY pyproject.toml README.md ./
+COPY app/__init__.py app/__init__.py
+COPY contracts/__init__.py contracts/__init__.py
 COPY controller/__init__.py controller/__init__.py
 COPY operators/__init__.py operators/__init__.py
 RUN /opt/venv/bin/pip install ".[spark]" && /opt/venv/bin/pip uninstall -y stream-autoscaler
+COPY app ./app
+COPY contracts ./contracts
 COPY controller ./controller
 COPY operators ./operators
 RUN /opt/venv/bin/pip install --no-deps . && /opt/venv/bin/python -m compileall -q /opt/venv

@@ -25,9 +25,9 @@ simulate: setup
 test: setup tools
 	hack/test.sh
 
+## Static checks: style, types of the pure core, and the layering (import-linter, pyproject.toml).
 lint: setup
-	$(VENV)/bin/ruff check controller operators tests benchmarks
-	$(VENV)/bin/mypy controller/core
+	hack/lint.sh
 
 unit: setup
 	$(PY) -m pytest tests/unit -q

@@ -65,7 +65,7 @@ def main() -> int:
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
 
-    from controller.core.streamjob import BurstSource
+    from contracts.streamjob import BurstSource
     from operators.sources import register
     from operators.sources.burst import burst_options
 

@@ -5,7 +5,7 @@ big the controller is.
         [--out out/bench-controller]
 
 Starts (or reuses) the loopback test bed, 1,000 simulated runners behind one loopback server
-(benchmarks/fake_runners.py), creates the StreamJobs (attached to them, bundled `default`
+(operators/testing/fake_runner.py), creates the StreamJobs (attached to them, bundled `default`
 policy: an evaluation every 10 s), runs `stream-autoscaler controller` as its own process and
 measures, after a warm-up of one interval:
 
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "hack" / "testbed"))
 
-from benchmarks.fake_runners import FakeRunners  # noqa: E402
+from operators.testing.fake_runner import FakeRunners  # noqa: E402
 
 NAMESPACE = "bench-scale"
 TOKEN = "bench-token"
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         log_path = out / "controller.log"
         log = open(log_path, "wb")  # noqa: SIM115
         proc = subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "controller", "--namespace", NAMESPACE,
+            [sys.executable, "-m", "app.cli", "controller", "--namespace", NAMESPACE,
              "--workers", str(args.workers), "--bind", "127.0.0.1", "--health-port", "0",
              "--metrics-port", "0"],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO,

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def run(spark, spec, seconds: float, exporter: bool) -> float:  # type: ignore[no-untyped-def]
+    from operators.exporter import ProgressListener, RunnerMetrics, StagePoller
     from operators.job import build_query
-    from operators.metrics import ProgressListener, RunnerMetrics, StagePoller
     from operators.session import ExecutorPool
 
     listener = poller = None
@@ -65,7 +65,7 @@ def main() -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from controller.core.streamjob import StreamJob
+    from contracts.streamjob import StreamJob
     from operators.job import spark_conf_for
 
     work = Path(tempfile.mkdtemp(prefix="sa-bench-"))

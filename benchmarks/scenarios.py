@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from controller.core.trace import load_trace  # noqa: E402
+from contracts.trace import load_trace  # noqa: E402
 from controller.simulator.cli import load_policy  # noqa: E402
 from controller.simulator.compare import ALL, compare  # noqa: E402
 from controller.simulator.model import load_model  # noqa: E402

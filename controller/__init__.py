@@ -1,7 +1,11 @@
-"""stream-autoscaler: an elastic autoscaling controller for Spark Structured Streaming.
+"""The control plane: the pure decision core and the hosts that run it.
 
-The decision engine lives in :mod:`controller.core` (pure: stdlib + pydantic). Everything around
-it (metrics sources, the simulator, the CLI, the Kubernetes reconciler) is an adapter.
+- :mod:`controller.core`: pure logic (capacity, diagnosis, engine, history, the evaluate step);
+- :mod:`controller.adapters`: Prometheus / direct scrape -> MetricsSnapshot, the runner client;
+- hosts, which never import each other: :mod:`controller.kube` (the Kubernetes controller),
+  :mod:`controller.local` (the embedded loop), :mod:`controller.simulator` (the what-if model).
+
+It imports :mod:`contracts`, never :mod:`operators` (the data plane). See docs/architecture.md.
 """
 
 __version__ = "0.1.0"

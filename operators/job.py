@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from controller.core.streamjob import (
+from contracts.streamjob import (
     AggregateOp,
     Aggregation,
     CustomOp,
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter
 
-    from controller.core.streamjob import Operator, Source
+    from contracts.streamjob import Operator, Source
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from controller.core.streamjob import BurstSource
+from contracts.streamjob import BurstSource
 
 VALUE_SCHEMA = "seq BIGINT, key STRING, value BIGINT, event_time TIMESTAMP"
 CHUNK = 5_000

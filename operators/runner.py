@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from controller.core.streamjob import BurstSource, StreamJob
+from contracts.streamjob import BurstSource, StreamJob
 from operators import state
-from operators.metrics import Backlog, ProgressListener, RunnerMetrics, StagePoller
+from operators.exporter import Backlog, ProgressListener, RunnerMetrics, StagePoller
 from operators.session import ExecutorPool, SessionOptions, create_session
 
 if TYPE_CHECKING:
@@ -527,7 +527,7 @@ def _offset(raw: Any) -> tuple[float, float | None] | None:
 def _burst_clock(source: Any) -> Any:
     """What turns the source's offsets into a backlog: a burst source's clock, a Kafka source's
     lag probe, or None."""
-    from controller.core.streamjob import KafkaSource
+    from contracts.streamjob import KafkaSource
 
     if isinstance(source, KafkaSource):
         from operators.sources.kafka import KafkaLagProbe

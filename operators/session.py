@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.core.streamjob import StreamJobSpec
+from contracts.streamjob import StreamJobSpec
 from operators.cluster import free_port, spark_env
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ class ExecutorPool:
         """Make the target ``n``; kill the surplus, least state first. Returns killed ids.
 
         ``state_weight`` maps executor id to how much state it holds (see
-        :func:`operators.metrics.state_weight_by_executor`); without it the newest executors go.
+        :func:`operators.exporter.state_weight_by_executor`); without it the newest executors go.
         """
         self.target = n
         live = self.live()

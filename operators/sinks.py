@@ -25,7 +25,7 @@ import uuid
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from controller.core.streamjob import Sink
+from contracts.streamjob import Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

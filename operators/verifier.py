@@ -33,13 +33,13 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from controller.core.streamjob import AggregateOp, BurstSource, KafkaSource, StreamJobSpec
+from contracts.streamjob import AggregateOp, BurstSource, KafkaSource, StreamJobSpec
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-    from controller.core.streamjob import Source
+    from contracts.streamjob import Source
 
 
 class VerifierError(RuntimeError):

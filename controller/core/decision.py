@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from controller.core.history import HistoryEntry, HistoryLimits, ScalingHistory
-from controller.core.manifest import Model
+from contracts.api import Model
+from contracts.history import HistoryEntry, HistoryLimits, ScalingHistory
 from controller.core.reasons import Action, BottleneckKind, Reason
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from contracts.policy import ScalingPolicySpec
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.decision import Diagnosis
-from controller.core.policy import ScalingPolicySpec
 from controller.core.reasons import BottleneckKind
 from controller.core.snapshot import MetricsSnapshot
 

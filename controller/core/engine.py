@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from contracts.history import HistoryEntry, ScalingHistory
+from contracts.policy import ScalingPolicySpec
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import diagnose, failure_evidence, source_partitions_needed
-from controller.core.history import HistoryEntry, ScalingHistory
-from controller.core.policy import ScalingPolicySpec
 from controller.core.reasons import Action, BottleneckKind, Reason
 from controller.core.snapshot import MetricsSnapshot
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from controller.core.manifest import Model
+from contracts.api import Model
 
 StageKind = Literal["source", "stateless", "stateful", "sink"]
 

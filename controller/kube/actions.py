@@ -21,13 +21,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from controller.core import Decision, MetricsSnapshot, ScalingHistory
-from controller.core.history import HistoryEntry, HistoryLimits
-from controller.core.streamjob import ActionIntent
+from contracts.history import HistoryEntry, HistoryLimits, ScalingHistory
+from contracts.streamjob import ActionIntent
+from controller.adapters.runner_client import RunnerClient, RunnerRefused, RunnerUnavailable
+from controller.core import Decision, MetricsSnapshot
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.settings import ControllerSettings
 from controller.kube.status import PHASE_FOR_ACTION, StatusDraft
-from controller.local.runner_client import RunnerClient, RunnerRefused, RunnerUnavailable
 
 Obj = dict[str, Any]
 

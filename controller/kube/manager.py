@@ -21,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from controller.adapters.prometheus import PrometheusSource, SnapshotSource
 from controller.kube.api import Conflict, KubeApi
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.informer import Informer, key_of
@@ -28,7 +29,6 @@ from controller.kube.leader import LeaderElector
 from controller.kube.reconciler import Key, Reconciler, Target
 from controller.kube.settings import ControllerSettings
 from controller.kube.workqueue import WorkQueue
-from controller.metrics.prometheus import PrometheusSource, SnapshotSource
 
 log = structlog.get_logger("stream_autoscaler.manager")
 Obj = dict[str, Any]
@@ -96,7 +96,7 @@ class Manager:
             return self._prometheus
         cached = self._sources.get(key)
         if cached is None or cached[0] != target.metrics_url:
-            from controller.metrics.scrape import ScrapeSource
+            from controller.adapters.scrape import ScrapeSource
 
             url = target.metrics_url
             cached = (url, ScrapeSource(lambda _job, url=url: url))

@@ -23,18 +23,19 @@ import structlog
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from controller.core import Action, Decision, ScalingHistory, decide
-from controller.core.policy import ScalingPolicy, ScalingPolicySpec
-from controller.core.streamjob import StreamJob
+from contracts.history import ScalingHistory
+from contracts.policy import ScalingPolicy, ScalingPolicySpec
+from contracts.streamjob import StreamJob
+from controller.adapters.prometheus import SnapshotSource
+from controller.adapters.promql import Window
+from controller.adapters.runner_client import RunnerClient
+from controller.core import Action, Decision, decide
 from controller.kube import resources
 from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
 from controller.kube.api import KubeApi, NotFound
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.settings import FINALIZER, ControllerSettings
 from controller.kube.status import StatusDraft
-from controller.local.runner_client import RunnerClient
-from controller.metrics.prometheus import SnapshotSource
-from controller.metrics.promql import Window
 
 log = structlog.get_logger("stream_autoscaler.reconciler")
 Obj = dict[str, Any]

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from controller.core.streamjob import StreamJob
+from contracts.streamjob import StreamJob
 from controller.kube.settings import GROUP, VERSION, ManagedSettings
 
 Obj = dict[str, Any]

@@ -5,7 +5,7 @@ Usage::
     settings = ControllerSettings(namespace="jobs", prometheus_url="http://prometheus:9090")
 
 Each field says why its default is what it is. The decision thresholds themselves live in the
-ScalingPolicy (``controller.core.policy``); these are the controller's own mechanics.
+ScalingPolicy (``contracts.policy``); these are the controller's own mechanics.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from controller.core import Decision, MetricsSnapshot, ScalingHistory
-from controller.core.streamjob import ActionIntent, StreamJobStatus
+from contracts.history import ScalingHistory
+from contracts.streamjob import ActionIntent, StreamJobStatus
+from controller.core import Decision, MetricsSnapshot
 
 Obj = dict[str, Any]
 

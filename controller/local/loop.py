@@ -20,11 +20,12 @@ from typing import Protocol
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from controller.core import Action, Decision, MetricsSnapshot, ScalingHistory, decide, record
-from controller.core.policy import ScalingPolicySpec
-from controller.manifests import ManifestError, load_policy
-from controller.metrics.prometheus import SnapshotSource
-from controller.metrics.promql import Window
+from contracts.history import ScalingHistory
+from contracts.manifests import ManifestError, load_policy
+from contracts.policy import ScalingPolicySpec
+from controller.adapters.prometheus import SnapshotSource
+from controller.adapters.promql import Window
+from controller.core import Action, Decision, MetricsSnapshot, decide, record
 
 log = structlog.get_logger("stream_autoscaler.controller")
 logging.getLogger("apscheduler").setLevel(logging.ERROR)  # "skipped: max instances" is expected

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.local.runner_client import RunnerClient
+from controller.adapters.runner_client import RunnerClient
 
 RUNNER_START_TIMEOUT_SECONDS = 180.0
 """Session start ~6 s, first batch ~9 s on 2 cores (DESIGN.md §5); a cold JVM and a restored
@@ -54,7 +54,7 @@ class RunnerProcess:
         ready = self.workdir / f"runner-ready-{self.starts}.json"
         log = open(self.workdir / "runner.log", "ab")  # noqa: SIM115 - owned by the process
         cmd = [
-            sys.executable, "-m", "controller.cli", "runner",
+            sys.executable, "-m", "app.cli", "runner",
             "--job", str(self.job_file),
             "--master", self.master,
             "--control-port", str(self.control_port),

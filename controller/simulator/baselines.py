@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from controller.core.policy import ScalingPolicySpec
+from contracts.policy import ScalingPolicySpec
 from controller.core.snapshot import MetricsSnapshot
 from controller.simulator.model import JobModel
 

@@ -11,9 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from controller import manifests
-from controller.core.policy import ScalingPolicySpec
-from controller.core.trace import TraceError, load_trace
+from contracts import manifests
+from contracts.policy import ScalingPolicySpec
+from contracts.trace import TraceError, load_trace
 from controller.simulator.compare import compare, expand
 from controller.simulator.loop import ChaosError, parse_chaos
 from controller.simulator.model import ModelError, load_model

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.policy import ScalingPolicySpec
-from controller.core.trace import Trace
+from contracts.policy import ScalingPolicySpec
+from contracts.trace import Trace
 from controller.simulator import oracle as oracle_mod
 from controller.simulator.baselines import BASELINES, Autoscaler, make_baseline
 from controller.simulator.loop import EngineAutoscaler, RunResult, run

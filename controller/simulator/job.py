@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from controller.core.trace import Trace
+from contracts.trace import Trace
 from controller.simulator.model import JobModel
 
 EPS = 1e-9

@@ -10,7 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from controller.core import Action, ScalingHistory, ScalingPolicySpec, Trace, decide, record
+from contracts.history import ScalingHistory
+from contracts.policy import ScalingPolicySpec
+from contracts.trace import Trace
+from controller.core import Action, decide, record
 from controller.simulator.baselines import (
     Autoscaler,
     Command,
@@ -19,8 +22,8 @@ from controller.simulator.baselines import (
     initial_executors,
 )
 from controller.simulator.job import SimulatedJob
-from controller.simulator.metrics import EPOCH, Noise, build_snapshot, cpu_seconds
 from controller.simulator.model import JobModel
+from controller.simulator.snapshots import EPOCH, Noise, build_snapshot, cpu_seconds
 
 
 class ChaosError(ValueError):

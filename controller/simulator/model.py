@@ -20,7 +20,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from controller.core.manifest import Model
+from contracts.api import Model
 
 StageKindModel = Literal["source", "stateless", "stateful"]
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.core.policy import ScalingPolicySpec
-from controller.core.trace import Trace
+from contracts.policy import ScalingPolicySpec
+from contracts.trace import Trace
 from controller.simulator.model import JobModel
 
 PENALTY = 1e6

@@ -10,8 +10,8 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from controller.core.policy import ScalingPolicySpec
-from controller.core.trace import Trace
+from contracts.policy import ScalingPolicySpec
+from contracts.trace import Trace
 from controller.simulator.loop import RunResult, Sample
 from controller.simulator.oracle import OracleResult
 

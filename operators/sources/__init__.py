@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from controller.core.streamjob import BurstSource, FileSource, KafkaSource
+from contracts.streamjob import BurstSource, FileSource, KafkaSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from controller.core.streamjob import Source
+    from contracts.streamjob import Source
 
 
 class SourceError(ValueError):
@@ -87,7 +87,7 @@ def source_partitions(source: Source) -> int | None:
 
 def uses_kafka(spec: object) -> bool:
     """Whether a job reads or writes Kafka (then the session needs the connector's jars)."""
-    from controller.core.streamjob import JoinOp
+    from contracts.streamjob import JoinOp
 
     sources = [getattr(spec, "source", None)]
     sources += [op.right.source for op in getattr(spec, "pipeline", []) if isinstance(op, JoinOp)]

@@ -45,8 +45,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from controller.core.streamjob import BurstSource
-from controller.core.trace import Trace, TraceError, parse_trace
+from contracts.streamjob import BurstSource
+from contracts.trace import Trace, TraceError, parse_trace
 
 SCHEMA = "offset BIGINT, key STRING, value BIGINT, event_time TIMESTAMP"
 ARROW_SCHEMA = pa.schema(

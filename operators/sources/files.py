@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from controller.core.streamjob import FileSource
+from contracts.streamjob import FileSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.core.streamjob import KafkaSource
+from contracts.streamjob import KafkaSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

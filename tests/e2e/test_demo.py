@@ -29,7 +29,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     trace.write_text(TRACE)
     out = work / "out"
     cmd = [
-        sys.executable, "-m", "controller.cli", "demo",
+        sys.executable, "-m", "app.cli", "demo",
         "--trace", str(trace), "--duration", "190",
         "--chaos", "kill-prometheus@15,kill-driver@100",
         "--out", str(out),

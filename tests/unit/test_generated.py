@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from controller import crds
+from contracts import crds
 
 
 def test_generated_files_are_fresh() -> None:
     stale = crds.stale()
-    assert stale == [], f"run `python -m controller.crds` ({[p.name for p in stale]})"
+    assert stale == [], f"run `python -m contracts.crds` ({[p.name for p in stale]})"
 
 
 def test_streamjob_crd_has_the_contract_columns_and_subresource() -> None:

@@ -77,7 +77,7 @@ def crds(kubectl: Tool) -> list[str]:
     files = sorted(CRD_DIR.glob("*.yaml"))
     if not files:
         pytest.fail(
-            "k8s/crds/*.yaml are missing: generate them with `.venv/bin/python -m controller.crds`",
+            "k8s/crds/*.yaml are missing: generate them with `.venv/bin/python -m contracts.crds`",
             pytrace=False,
         )
     names = []

@@ -102,7 +102,7 @@ class ControllerProc:
 
     def start(self) -> ControllerProc:
         self.metrics_port, self.health_port = free_port(), free_port()
-        argv = [sys.executable, "-m", "controller.cli", "controller",
+        argv = [sys.executable, "-m", "app.cli", "controller",
                 "--namespace", self.namespace, "--bind", "127.0.0.1",
                 "--health-port", str(self.health_port), "--metrics-port", str(self.metrics_port),
                 *self.extra]

@@ -1,5 +1,5 @@
 """`stream-autoscaler controller` against the real API server, under the chart's ServiceAccount,
-with simulated runners (benchmarks/fake_runners.py: the runner's control and metrics contract)
+with simulated runners (operators/testing/fake_runner.py: the runner's control and metrics contract)
 for attached jobs, and kwok pods for managed ones."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks.fake_runners import FakeRunners, ModelConfig
-from controller.local.runner_client import RunnerClient
+from controller.adapters.runner_client import RunnerClient
+from operators.testing.fake_runner import FakeRunners, ModelConfig
 from tests.integration.k8s.controller_env import (
     CONTROLLER_NS,
     FAST_POLICY,

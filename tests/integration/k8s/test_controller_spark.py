@@ -48,12 +48,12 @@ def spark_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     require_spark()
     if shutil.which("prometheus") is None:
         unavailable("no prometheus binary: run `make setup`")
-    from controller.core.streamjob import StreamJob
-    from controller.local.calibrate import load_unit_rate
-    from controller.local.demo import write_run_job
+    from app.calibrate import load_unit_rate
+    from app.demo import write_run_job
+    from contracts.manifests import load_job
+    from contracts.streamjob import StreamJob
     from controller.local.processes import RunnerProcess
     from controller.local.prometheus_server import PrometheusServer
-    from controller.manifests import load_job
     from operators.cluster import MiniCluster, free_port
 
     work = tmp_path_factory.mktemp("attached")
@@ -147,8 +147,8 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
 
 VERIFY = """
 import json, sys
-from controller.local.demo import verify_exactly_once
-from controller.manifests import load_job
+from app.demo import verify_exactly_once
+from contracts.manifests import load_job
 print(json.dumps(verify_exactly_once(load_job(sys.argv[1]).spec), default=str))
 """
 

@@ -203,4 +203,4 @@ def test_chart_crds_are_the_generated_ones() -> None:
     """Helm installs crds/ verbatim; they must be the same files as k8s/crds/."""
     chart = {f.name: f.read_text() for f in (CHART / "crds").glob("*.yaml")}
     plain = {f.name: f.read_text() for f in (REPO / "k8s" / "crds").glob("*.yaml")}
-    assert chart and chart == plain, "regenerate with: .venv/bin/python -m controller.crds"
+    assert chart and chart == plain, "regenerate with: .venv/bin/python -m contracts.crds"

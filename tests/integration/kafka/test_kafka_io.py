@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from controller.core.streamjob import KafkaSource
-from controller.manifests import load_job
+from contracts.manifests import load_job
+from contracts.streamjob import KafkaSource
 from operators.loadgen import LoadGenerator, burst_spec, check_records
 from operators.sources.kafka import KafkaLagProbe, parse_offsets
 from tests.integration.kafka.conftest import (

@@ -1,6 +1,6 @@
 """The Prometheus adapter against a real Prometheus scraping the runner's real exporter.
 
-The exporter (operators.metrics.RunnerMetrics) is fed progress events shaped like Spark's, so
+The exporter (operators.exporter.RunnerMetrics) is fed progress events shaped like Spark's, so
 this tier needs Prometheus but no JVM; the runner tests cover the exporter against real Spark.
 """
 
@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from controller.core import Action, Reason, ScalingHistory, ScalingPolicySpec, decide
+from contracts.history import ScalingHistory
+from contracts.policy import ScalingPolicySpec
+from controller.adapters.prometheus import PrometheusSource
+from controller.adapters.promql import Window
+from controller.core import Action, Reason, decide
 from controller.local.prometheus_server import PrometheusNotFound, PrometheusServer, free_port
-from controller.metrics import PrometheusSource
-from controller.metrics.promql import Window
 from tests.realcomponents import unavailable
 
 JOB = "wordcount"
@@ -24,7 +26,7 @@ JOB = "wordcount"
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[int]:
-    from operators.metrics import Backlog, RunnerMetrics, StageSample
+    from operators.exporter import Backlog, RunnerMetrics, StageSample
 
     m = RunnerMetrics(JOB, stateful=["counts"])
     port = free_port()

@@ -1,5 +1,5 @@
 """ScrapeSource against PrometheusSource: a real Prometheus and ScrapeSource read the same runner
-exporter (operators.metrics.RunnerMetrics fed Spark-shaped progress, no JVM) at the same moment
+exporter (operators.exporter.RunnerMetrics fed Spark-shaped progress, no JVM) at the same moment
 and must agree within the jitter of their different scrape instants.
 
 Run: ``.venv/bin/pytest tests/integration/metrics/test_scrape_vs_prometheus.py`` (needs the
@@ -14,11 +14,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from controller.adapters.prometheus import PrometheusSource
+from controller.adapters.promql import Window
+from controller.adapters.scrape import ScrapeSource
 from controller.core import MetricsSnapshot
 from controller.local.prometheus_server import PrometheusNotFound, PrometheusServer, free_port
-from controller.metrics import PrometheusSource
-from controller.metrics.promql import Window
-from controller.metrics.scrape import ScrapeSource
 from tests.realcomponents import unavailable
 
 JOB = "clicks"
@@ -28,7 +28,7 @@ WINDOW = Window(window_seconds=10, arrival_seconds=5)
 
 @pytest.fixture(scope="module")
 def exporter_port() -> Iterator[int]:
-    from operators.metrics import Backlog, RunnerMetrics, StageSample
+    from operators.exporter import Backlog, RunnerMetrics, StageSample
 
     m = RunnerMetrics(JOB, stateful=["counts"])
     port = free_port()

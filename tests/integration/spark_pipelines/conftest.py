@@ -53,7 +53,7 @@ def spark() -> Iterator[Any]:
 def load_spec(name: str, tmp: Path | None = None, **updates: Any) -> Any:
     """A sample manifest's spec with its trace paths made absolute and, given ``tmp``, its
     checkpoint and sink under ``tmp``. ``updates`` replace top-level spec fields."""
-    from controller.core.streamjob import StreamJob
+    from contracts.streamjob import StreamJob
 
     raw = yaml.safe_load((SAMPLES / f"{name}.yaml").read_text())
     spec = raw["spec"]

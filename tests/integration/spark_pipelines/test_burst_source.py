@@ -14,8 +14,8 @@ if os.environ.get("CI", "").lower() != "true":  # in CI a missing pyspark fails
     pytest.importorskip("pyspark")
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from controller.core.streamjob import BurstSource
-from controller.core.trace import parse_trace
+from contracts.streamjob import BurstSource
+from contracts.trace import parse_trace
 from operators.sources.burst import (
     BurstClock,
     BurstParams,

@@ -89,7 +89,7 @@ class Runner:
         self.log_path = workdir / f"runner-{time.monotonic_ns()}.log"
         token_file = workdir / "token"
         token_file.write_text(token + "\n", encoding="utf-8")
-        cmd = [sys.executable, "-m", "controller.cli", "runner", "--job", str(job),
+        cmd = [sys.executable, "-m", "app.cli", "runner", "--job", str(job),
                "--master", master, "--control-port", "0", "--metrics-port", "0",
                "--max-executors", "3", "--token-file", str(token_file),
                "--ready-file", str(self.ready_file)]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from controller.manifests import load_job
+from contracts.manifests import load_job
 from operators import state
 
 from .conftest import REPO, write_job
@@ -87,7 +87,7 @@ def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, loca
     assert r.stop() == 0
     _verify(job, local_spark)
 
-    out = subprocess.run([sys.executable, "-m", "controller.cli", "checkpoint", "inspect",
+    out = subprocess.run([sys.executable, "-m", "app.cli", "checkpoint", "inspect",
                           str(tmp_path / "job" / "cp")], cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
@@ -142,7 +142,7 @@ def test_corrupt_or_foreign_checkpoint_is_refused_and_left_alone(cluster, tmp_pa
             (cp / rel).write_text(text)
         before = {p: p.read_bytes() for p in cp.rglob("*") if p.is_file()}
         out = subprocess.run(
-            [sys.executable, "-m", "controller.cli", "runner", "--job", str(job), "--master",
+            [sys.executable, "-m", "app.cli", "runner", "--job", str(job), "--master",
              cluster.master_url, "--control-port", "0", "--metrics-port", "0",
              "--token-file", str(tmp_path / "token")],
             cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -157,7 +157,7 @@ def test_bad_manifest_names_file_and_field(tmp_path):
     bad.write_text("apiVersion: stream-autoscaler.io/v1alpha1\nkind: StreamJob\n"
                    "metadata: {name: x}\nspec:\n  source: {type: burst, trace: t.csv}\n"
                    "  pipeline: []\n  sink: {type: files, path: /tmp/x}\n")
-    out = subprocess.run([sys.executable, "-m", "controller.cli", "runner", "--job", str(bad)],
+    out = subprocess.run([sys.executable, "-m", "app.cli", "runner", "--job", str(bad)],
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert f"{bad}: spec.pipeline ([])" in out.stderr

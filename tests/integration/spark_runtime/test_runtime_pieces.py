@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from operators import state
-from operators.metrics import RunnerMetrics, stage_sample
+from operators.exporter import RunnerMetrics, stage_sample
 from operators.runner import ActionRecord, Conflict, backlog_from_progress
 from operators.session import ExecutorInfo, choose_victims
 from operators.state.repartition import _Snapshot

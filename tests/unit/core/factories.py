@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core import HistoryEntry, MetricsSnapshot, ScalingHistory, StageMetrics
+from contracts.history import HistoryEntry, ScalingHistory
+from controller.core import MetricsSnapshot, StageMetrics
 
 NOW = 1_000.0
 READ_COST = 4e-5

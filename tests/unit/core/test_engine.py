@@ -7,14 +7,13 @@ from typing import Any
 
 import pytest
 
+from contracts.history import HistoryEntry, ScalingHistory
+from contracts.policy import ScalingPolicySpec
 from controller.core import (
     Action,
     BottleneckKind,
-    HistoryEntry,
     MetricsSnapshot,
     Reason,
-    ScalingHistory,
-    ScalingPolicySpec,
     StageMetrics,
     decide,
     record,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.core import HistoryEntry, HistoryLimits, ScalingHistory
+from contracts.history import HistoryEntry, HistoryLimits, ScalingHistory
 
 
 def _rec(t: float, n: int = 1) -> HistoryEntry:

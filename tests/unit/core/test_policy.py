@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main
-from controller.core import ScalingPolicySpec
-from controller.manifests import ManifestError, load_policy
+from app.cli import main
+from contracts.manifests import ManifestError, load_policy
+from contracts.policy import ScalingPolicySpec
 
 ROOT = Path(__file__).resolve().parents[3]
 HEADER = "apiVersion: stream-autoscaler.io/v1alpha1\nkind: ScalingPolicy\nmetadata: {name: x}\n"

@@ -8,16 +8,9 @@ from typing import Any
 
 import pytest
 
-from controller.core import (
-    Action,
-    BottleneckKind,
-    MetricsSnapshot,
-    Reason,
-    ScalingHistory,
-    ScalingPolicySpec,
-    StageMetrics,
-    decide,
-)
+from contracts.history import ScalingHistory
+from contracts.policy import ScalingPolicySpec
+from controller.core import Action, BottleneckKind, MetricsSnapshot, Reason, StageMetrics, decide
 from controller.core.capacity import CapacityModel
 from controller.core.diagnosis import source_partitions_needed
 from tests.unit.core.factories import NOW, snapshot

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from controller.core import TraceError, parse_trace
+from contracts.trace import TraceError, parse_trace
 
 
 def test_rate_integral_and_inverse() -> None:

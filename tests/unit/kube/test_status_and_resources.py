@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import yaml
 
+from contracts.streamjob import ActionIntent, StreamJob
 from controller.core import Action, Decision, MetricsSnapshot, Reason
-from controller.core.streamjob import ActionIntent, StreamJob
 from controller.kube import resources
 from controller.kube.actions import steps as _steps
 from controller.kube.settings import ManagedSettings

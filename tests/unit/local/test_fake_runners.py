@@ -1,4 +1,4 @@
-"""The fake runners (benchmarks/fake_runners.py) over HTTP on loopback, with a fake clock: the
+"""The fake runners (operators/testing/fake_runner.py) over HTTP on loopback, with a fake clock: the
 control contract of operators/control.py, idempotent actions, and metrics the controller reads.
 
 Run: ``.venv/bin/pytest tests/unit/local/test_fake_runners.py``.
@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 import requests
 
-from benchmarks.fake_runners import FakeRunners, ModelConfig
-from controller.core import Action, Reason, ScalingHistory, ScalingPolicySpec, decide
-from controller.local.runner_client import RunnerClient, RunnerRefused
-from controller.metrics.promql import Window
-from controller.metrics.scrape import ScrapeSource
+from contracts.history import ScalingHistory
+from contracts.policy import ScalingPolicySpec
+from controller.adapters.promql import Window
+from controller.adapters.runner_client import RunnerClient, RunnerRefused
+from controller.adapters.scrape import ScrapeSource
+from controller.core import Action, Reason, decide
+from operators.testing.fake_runner import FakeRunners, ModelConfig
 
 T0 = 1_700_000_000.0
 JOB = "job-0000"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from controller.adapters.promql import Window
 from controller.core import Action, Decision, MetricsSnapshot, Reason
 from controller.local.loop import LocalController, PolicyFile
-from controller.metrics.promql import Window
 from tests.unit.core.factories import NOW, snapshot
 
 POLICY = """apiVersion: stream-autoscaler.io/v1alpha1

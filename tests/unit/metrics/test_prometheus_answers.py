@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
-from controller.core import Action, Reason, ScalingHistory, ScalingPolicySpec, decide
-from controller.metrics.prometheus import MetricsUnavailable, PrometheusSource
-from controller.metrics.promql import SCALARS, Window
+from contracts.history import ScalingHistory
+from contracts.policy import ScalingPolicySpec
+from controller.adapters.prometheus import MetricsUnavailable, PrometheusSource
+from controller.adapters.promql import SCALARS, Window
+from controller.core import Action, Reason, decide
 
 NOW = 1_000.0
 

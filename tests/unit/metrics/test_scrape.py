@@ -16,18 +16,20 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
-from controller.core import Action, Reason, ScalingHistory, ScalingPolicySpec, decide
-from controller.local.prometheus_server import free_port
-from controller.metrics import promql
-from controller.metrics.promql import Window
-from controller.metrics.scrape import (
+from contracts.history import ScalingHistory
+from contracts.policy import ScalingPolicySpec
+from controller.adapters import promql
+from controller.adapters.promql import Window
+from controller.adapters.scrape import (
     PER_OPERATOR_RULES,
     PER_STATE_OPERATOR_RULES,
     SCALAR_RULES,
     P,
     ScrapeSource,
 )
-from operators.metrics import Backlog, RunnerMetrics, StageSample
+from controller.core import Action, Reason, decide
+from controller.local.prometheus_server import free_port
+from operators.exporter import Backlog, RunnerMetrics, StageSample
 
 JOB = "wordcount"
 T0 = 1_700_000_000.0

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main
-from controller.core.trace import load_trace
+from app.cli import main
+from contracts.trace import load_trace
 from controller.simulator.compare import ALL
 
 SHORT = "t,load\n0,1\n20,3\n60,1\n90,1\n"

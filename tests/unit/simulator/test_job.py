@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.policy import ScalingPolicySpec
-from controller.core.trace import load_trace, parse_trace
+from contracts.policy import ScalingPolicySpec
+from contracts.trace import load_trace, parse_trace
 from controller.simulator.baselines import Command, Current, Observation, Static
 from controller.simulator.job import SimulatedJob
 from controller.simulator.loop import run
-from controller.simulator.metrics import Noise, build_snapshot, cpu_seconds
 from controller.simulator.model import JobModel
+from controller.simulator.snapshots import Noise, build_snapshot, cpu_seconds
 
 STEADY = parse_trace("t,load\n0,1\n120,1\n")
 

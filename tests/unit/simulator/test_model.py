@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.trace import parse_trace
+from contracts.trace import parse_trace
 from controller.simulator.model import JobModel, ModelError, load_model
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.policy import ScalingPolicySpec
-from controller.core.trace import parse_trace
+from contracts.policy import ScalingPolicySpec
+from contracts.trace import parse_trace
 from controller.simulator.model import JobModel
 from controller.simulator.oracle import solve
 

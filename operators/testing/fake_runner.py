@@ -1,6 +1,6 @@
 """Many cheap simulated runners behind one HTTP server on loopback, for controller benchmarks.
 
-    .venv/bin/python benchmarks/fake_runners.py --jobs 1000 [--port 0] [--token T]
+    .venv/bin/python operators/testing/fake_runner.py --jobs 1000 [--port 0] [--token T]
         [--ready-file F] [--duration 3600]
 
 or, in a test::
@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.fake_runner_model import ACTION_PHASE, FakeJob, ModelConfig
+from operators.testing.fake_runner_model import ACTION_PHASE, FakeJob, ModelConfig
 
 __all__ = ["FakeJob", "FakeRunners", "ModelConfig"]
 

@@ -1,4 +1,4 @@
-"""The scaling history the engine's decisions depend on.
+"""The scaling history the engine's decisions depend on: part of the StreamJob status contract.
 
 It lives in the StreamJob status (durable, not in memory), so it is bounded: at most
 ``HistoryLimits.max_entries`` entries, none older than ``HistoryLimits.max_age_seconds``.
@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from controller.core.manifest import Model
+from contracts.api import Model
 
 EntryKind = Literal["recommendation", "action", "blocked"]
 

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 import structlog
 
+from controller.adapters.promql import PER_OPERATOR, PER_STATE_OPERATOR, SCALARS, Window
 from controller.core.snapshot import MetricsSnapshot, StageMetrics
-from controller.metrics.promql import PER_OPERATOR, PER_STATE_OPERATOR, SCALARS, Window
 
 log = structlog.get_logger(__name__)
 
@@ -59,7 +59,7 @@ def prometheus_query_fn(url: str, timeout_seconds: float = 5.0) -> QueryFn:
 
 
 class PrometheusSource:
-    """Builds snapshots by running the queries of :mod:`controller.metrics.promql`."""
+    """Builds snapshots by running the queries of :mod:`controller.adapters.promql`."""
 
     def __init__(self, url: str | None = None, query: QueryFn | None = None) -> None:
         if query is None:

@@ -21,15 +21,16 @@ from typing import Any
 
 import structlog
 
-from controller.core import Action, Decision, load_trace
-from controller.core.streamjob import StreamJob
-from controller.local import report
-from controller.local.calibrate import load_unit_rate
+from app import demo_report as report
+from app.calibrate import load_unit_rate
+from contracts.manifests import load_job
+from contracts.streamjob import StreamJob
+from contracts.trace import load_trace
+from controller.adapters.prometheus import PrometheusSource
+from controller.core import Action, Decision
 from controller.local.loop import Evaluation, LocalController, PolicyFile
 from controller.local.processes import RunnerProcess, executor_pids, kill_pid
 from controller.local.prometheus_server import PrometheusServer, free_port
-from controller.manifests import load_job
-from controller.metrics import PrometheusSource
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JOB = ROOT / "k8s" / "samples" / "wordcount-demo.yaml"
@@ -101,7 +102,7 @@ class RunnerActuator:
 
         self.runner.kill()  # whatever is left of the old driver
         if d.target_partitions is not None:
-            cmd = [sys.executable, "-m", "controller.cli", "checkpoint", "repartition",
+            cmd = [sys.executable, "-m", "app.cli", "checkpoint", "repartition",
                    self.checkpoint, str(d.target_partitions)]  # fmt: skip
             subprocess.run(cmd, check=True, capture_output=True, timeout=600)
         self.runner.start(executors=d.target_executors)

@@ -14,7 +14,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _policy(args: argparse.Namespace) -> int:
-    from controller import policy_cli
+    from app import policy_cli
 
     return policy_cli.run(args)
 
@@ -26,7 +26,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from controller.local import demo_cli
+    from app import demo_cli
 
     return demo_cli.run(args)
 

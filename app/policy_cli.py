@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from controller.core.policy import ScalingPolicy
-from controller.manifests import ManifestError, load_policy
+from contracts.manifests import ManifestError, load_policy
+from contracts.policy import ScalingPolicy
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from controller.core import Trace, TraceError, load_trace
+from contracts.trace import Trace, TraceError, load_trace
 
 COLUMNS = ("slo_violation_seconds", "max_lag_seconds", "executor_seconds", "scaling_actions",
            "repartitions", "exactly_once")  # fmt: skip
@@ -17,7 +17,7 @@ COLUMNS = ("slo_violation_seconds", "max_lag_seconds", "executor_seconds", "scal
 
 def static_baselines(trace: Trace, duration: float | None) -> list[tuple[str, int | None]]:
     """Static provisioning at the trace's mean and at its peak load (load 1 = one executor)."""
-    from controller.local.demo import DemoError
+    from app.demo import DemoError
 
     if trace.unit != "load":
         raise DemoError("--baseline static needs a t,load trace (load 1 = one executor)")
@@ -35,16 +35,16 @@ def _table(results: dict[str, dict[str, object]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.local.calibrate import CalibrationError
-    from controller.local.demo import (
+    from app.calibrate import CalibrationError
+    from app.demo import (
         DEFAULT_JOB,
         DEFAULT_POLICY,
         DEFAULT_TRACE,
         DemoError,
         run_demo,
     )
+    from contracts.manifests import ManifestError
     from controller.local.prometheus_server import PrometheusNotFound
-    from controller.manifests import ManifestError
 
     # SIGTERM (a CI timeout, a kill) unwinds like Ctrl-C, so every process we started is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

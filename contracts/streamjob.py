@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from controller.core.history import ScalingHistory
-from controller.core.manifest import Model, ObjectMeta, cel
+from contracts.api import Model, ObjectMeta, cel
+from contracts.history import ScalingHistory
 
 Name = Annotated[
     str,

@@ -7,7 +7,7 @@ Usage::
     snap = source.snapshot("wordcount", Window(60), now=time.time())
 
 Each :meth:`ScrapeSource.snapshot` scrapes once, keeps the job's series in a bounded ring of
-``(time, samples)`` and evaluates every query of :mod:`controller.metrics.promql` over the ring
+``(time, samples)`` and evaluates every query of :mod:`controller.adapters.promql` over the ring
 with Prometheus' semantics (:data:`SCALAR_RULES`, :data:`PER_OPERATOR_RULES`,
 :data:`PER_STATE_OPERATOR_RULES`; a unit test keeps them in step with promql.py):
 
@@ -41,9 +41,9 @@ import requests
 import structlog
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller.adapters.prometheus import _INT_FIELDS, _stages
+from controller.adapters.promql import Window
 from controller.core.snapshot import MetricsSnapshot
-from controller.metrics.prometheus import _INT_FIELDS, _stages
-from controller.metrics.promql import Window
 
 log = structlog.get_logger(__name__)
 P = "stream_autoscaler_"

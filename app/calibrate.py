@@ -19,7 +19,7 @@ from pathlib import Path
 
 import structlog
 
-from controller.core.streamjob import StreamJob
+from contracts.streamjob import StreamJob
 from controller.local.processes import RunnerProcess
 from controller.local.prometheus_server import free_port
 

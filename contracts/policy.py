@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from controller.core.manifest import Model, ObjectMeta, cel
+from contracts.api import Model, ObjectMeta, cel
 
 
 class ExecutorBounds(Model):

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from controller.core.policy import ScalingPolicy
-from controller.core.streamjob import StreamJob
+from contracts.policy import ScalingPolicy
+from contracts.streamjob import StreamJob
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -1,4 +1,4 @@
-"""The model behind benchmarks/fake_runners.py: one simulated runner's state, actions and
+"""The model behind operators/testing/fake_runner.py: one simulated runner's state, actions and
 Prometheus exposition (the runner's ``stream_autoscaler_*`` series), advanced lazily by elapsed
 time. See fake_runners.py for the HTTP side and the usage."""
 
@@ -281,7 +281,7 @@ _JOB_SERIES = (
 _STATE_SERIES = ("state_rows", "state_bytes", "state_memory_bytes", "state_operator_partitions")
 _STAGE_SERIES = ("stage_rows_total", "stage_busy_seconds_total", "stage_wall_seconds_total",
                  "stage_tasks", "stage_max_task_seconds", "stage_median_task_seconds")
-"""Series in the order :meth:`FakeJob.metrics` fills them (names and labels as operators/metrics.py
+"""Series in the order :meth:`FakeJob.metrics` fills them (names and labels as operators/exporter.py
 exports them; untyped, which Prometheus and the parser read the same)."""
 
 
