@@ -1,4 +1,4 @@
-"""The demo's outputs: timeline.csv, timeline.png, summary.json and report.html (DESIGN.md §3)."""
+"""The demo's outputs: timeline.csv, timeline.png, summary.json and report.html (docs/architecture.md)."""
 
 from __future__ import annotations
 

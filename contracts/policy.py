@@ -82,13 +82,13 @@ class PartitionPolicy(Model):
         default=8.0e6,
         gt=0,
         description="Measured speed of an offline state repartition (bytes/s). Default from "
-        "3M keys, 113 MB in 12.9 s on 2 cores (DESIGN.md §5).",
+        "3M keys, 113 MB in 12.9 s on 2 cores (docs/spark-facts.md).",
     )
     restart_seconds: float = Field(
         default=10.0,
         ge=0,
         description="Fixed cost of stopping at a batch boundary and resuming the query (s): "
-        "session restart ~6 s plus the first batch (DESIGN.md §5).",
+        "session restart ~6 s plus the first batch (docs/spark-facts.md).",
     )
     max_downtime_seconds: float = Field(
         default=120.0,
@@ -201,7 +201,7 @@ class TimingPolicy(Model):
         default=30.0,
         ge=0,
         description="After an action, hold this long (s) so its effect shows in the metrics. "
-        "Executors register 5–12 s after a request (DESIGN.md §5).",
+        "Executors register 5–12 s after a request (docs/spark-facts.md).",
     )
     scale_down_stabilization_seconds: float = Field(
         default=120.0,

@@ -7,7 +7,7 @@ Usage::
     poller = StagePoller(metrics, rest=pool.rest, query_id=lambda: query.id); poller.start()
     metrics.serve(port=9108)                       # GET /metrics
 
-Two sources, because neither has everything (DESIGN.md §5):
+Two sources, because neither has everything (docs/spark-facts.md):
 
 * the ``StreamingQueryListener`` (``onQueryProgress``, once per batch, on Spark's listener
   thread): rates, batch duration and its parts, state rows/bytes/memory/partitions per stateful

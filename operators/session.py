@@ -8,7 +8,7 @@ Usage::
     pool.set_target(3)                           # grow in place: requestTotalExecutors
     pool.set_target(1)                           # shrink: killExecutors(least state first)
 
-Executor counts follow Spark standalone as measured (DESIGN.md §5 and docs/runner.md):
+Executor counts follow Spark standalone as measured (docs/spark-facts.md and docs/runner.md):
 dynamic allocation is off, so the master grants ``spark.cores.max / spark.executor.cores``
 executors at registration whatever ``spark.executor.instances`` says. ``cores.max`` is therefore
 the *ceiling* (``max_executors``), and :meth:`ExecutorPool.settle` brings the start count down
@@ -63,7 +63,7 @@ def session_conf(spec: StreamJobSpec, options: SessionOptions) -> dict[str, str]
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.ui.port": str(options.ui_port or free_port()),
         "spark.ui.showConsoleProgress": "false",
-        # Executors follow our requests, not Spark's task-backlog heuristic (DESIGN.md §5).
+        # Executors follow our requests, not Spark's task-backlog heuristic (docs/spark-facts.md).
         "spark.dynamicAllocation.enabled": "false",
         "spark.executor.cores": str(cores),
         "spark.executor.memory": spec.executors.memory,

@@ -1,7 +1,7 @@
 """Sample user operators for the ``custom`` hook (``type: custom``, ``function: module:name``).
 
 A user operator is a function ``(DataFrame, options: dict[str, str]) -> DataFrame`` built from
-Spark SQL (keep per-key Python state out of it: ~300x slower, DESIGN.md §5). Set
+Spark SQL (keep per-key Python state out of it: ~300x slower, docs/spark-facts.md). Set
 ``stateful: true`` in the manifest when it keeps keyed state, so the autoscaler knows::
 
     - type: custom

@@ -1,4 +1,4 @@
-"""The runner's control endpoint, as the controller uses it (contract: DESIGN.md §3)."""
+"""The runner's control endpoint, as the controller uses it (contract: contracts/runner_api.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ REQUEST_TIMEOUT_SECONDS = 5.0
 """A healthy runner answers /status in milliseconds; 5 s means it is gone or wedged."""
 ACTION_TIMEOUT_SECONDS = 180.0
 """Longest an action may run before we stop waiting: a 3M-key repartition took 13 s, a restart
-of the session ~10 s, executor registration up to 12 s (DESIGN.md §5)."""
+of the session ~10 s, executor registration up to 12 s (docs/spark-facts.md)."""
 
 
 class RunnerUnavailable(Exception):

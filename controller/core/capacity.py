@@ -15,7 +15,7 @@ budget in use. The overhead itself is reported (and a longer trigger suggested),
 use 1: wall times mix batches that ran at different parallelism (before and after an action),
 so only busy time is trusted (DS2), and skew is diagnosed from task times instead.
 For the stateful stage, ``slots_s`` is capped by the slots that held state when the query last
-started: stateful tasks stick to the executors with their state store (DESIGN.md §5), so
+started: stateful tasks stick to the executors with their state store (docs/spark-facts.md), so
 executors added in place help it only after a restart or repartition.
 """
 

@@ -19,7 +19,7 @@ from typing import Any
 from controller.adapters.runner_client import RunnerClient
 
 RUNNER_START_TIMEOUT_SECONDS = 180.0
-"""Session start ~6 s, first batch ~9 s on 2 cores (DESIGN.md §5); a cold JVM and a restored
+"""Session start ~6 s, first batch ~9 s on 2 cores (docs/spark-facts.md); a cold JVM and a restored
 RocksDB state take longer under load."""
 
 

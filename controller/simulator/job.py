@@ -4,7 +4,7 @@ Events: a batch starts (at the next trigger, or at once after an overrun), a bat
 restart ends. Between events nothing changes but time, so lag, SLO violation and executor-seconds
 are integrated exactly. Records are a fluid: ``arrived(t) = processed + backlog`` always holds.
 
-What the job does on each command (DESIGN.md §5):
+What the job does on each command (docs/spark-facts.md):
 
 - ``scale(n)``: more executors register ``executor_start_seconds`` later and then help the
   stateless stages; the stateful stage keeps running on the executors that held its state when

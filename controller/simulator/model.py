@@ -6,7 +6,7 @@ the read stage, the state partitions for the stateful stage). A stage with ``p``
 ``s`` usable slots runs ``ceil(p / s)`` waves of tasks of ``records * cost / p`` seconds each.
 Every batch also pays a fixed driver overhead that executors do not shrink.
 
-Defaults describe the reference pipeline of DESIGN.md §5 scaled so that one 1-core executor
+Defaults describe the reference pipeline of docs/spark-facts.md scaled so that one 1-core executor
 processes 10,000 records/s at full utilization (4e-5 + 6e-5 task-seconds per record). Every field
 is documented in ``docs/simulator.md`` (generated from the descriptions here).
 """
@@ -94,18 +94,18 @@ class JobModel(Model):
         default=10.0,
         ge=0,
         description="Request to first task on a new executor (s): registration 5–8 s plus the "
-        "first task 3–4 s later (DESIGN.md §5).",
+        "first task 3–4 s later (docs/spark-facts.md).",
     )
     restart_seconds: float = Field(
         default=9.0,
         ge=0,
         description="Stop at a batch boundary and resume the query (s): session start ~6 s, "
-        "first result ~9 s (DESIGN.md §5).",
+        "first result ~9 s (docs/spark-facts.md).",
     )
     repartition_bytes_per_second: float = Field(
         default=8.8e6,
         gt=0,
-        description="Offline state repartition speed (bytes/s): 113 MB in 12.9 s (DESIGN.md §5).",
+        description="Offline state repartition speed (bytes/s): 113 MB in 12.9 s (docs/spark-facts.md).",
     )
     keys: int = Field(
         default=1_000_000, ge=1, description="Distinct keys the source draws from (count)."
@@ -116,7 +116,7 @@ class JobModel(Model):
     state_bytes_per_key: float = Field(
         default=38.0,
         gt=0,
-        description="State size per key (bytes): 113 MB for 3M keys in RocksDB (DESIGN.md §5).",
+        description="State size per key (bytes): 113 MB for 3M keys in RocksDB (docs/spark-facts.md).",
     )
     failure_restart_seconds: float = Field(
         default=10.0,

@@ -1,4 +1,4 @@
-"""Run summaries (DESIGN.md §3), timeline.csv, timeline.png, comparison.json and the table."""
+"""Run summaries (docs/architecture.md), timeline.csv, timeline.png, comparison.json and the table."""
 
 from __future__ import annotations
 

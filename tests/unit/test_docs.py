@@ -1,4 +1,4 @@
-"""Every metric the runner exports is documented in the README (DESIGN.md §3)."""
+"""Every metric the runner exports is documented in the README (docs/architecture.md)."""
 
 from __future__ import annotations
 
