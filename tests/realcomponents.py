@@ -7,11 +7,14 @@ a missing Spark, API server, Prometheus or Kafka there is a broken build, not a 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+"""The one place ``CI`` is read by the tests (the shell scripts read it in hack/)."""
+REPO = Path(__file__).resolve().parents[1]
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -24,7 +27,6 @@ def unavailable(reason: str) -> NoReturn:
 def missing_spark() -> str | None:
     """Why Spark cannot run here (pyspark/pyarrow not importable, no Java), or None."""
     import shutil
-    from pathlib import Path
 
     try:
         import pyarrow  # noqa: F401
@@ -42,3 +44,14 @@ def require_spark() -> None:
     problem = missing_spark()
     if problem is not None:
         unavailable(f"Spark needs {problem}")
+
+
+def require_module(name: str) -> None:
+    """At a test module's top, before importing ``name``: skip the module (fail in CI) when the
+    package is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec(name) is None:
+        if IN_CI:
+            pytest.fail(f"CI=true and {name} is not installed (make setup)", pytrace=False)
+        pytest.skip(f"{name} is not installed (make setup)", allow_module_level=True)

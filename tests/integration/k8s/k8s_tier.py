@@ -9,14 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import testbed as testbed_mod  # hack/testbed, on pytest's pythonpath (pyproject.toml)
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "hack" / "testbed"))
-
-import testbed as testbed_mod  # noqa: E402
-
-from tests.realcomponents import IN_CI, unavailable  # noqa: E402
+from tests.realcomponents import IN_CI, REPO, unavailable
 
 CHART = REPO / "helm" / "stream-autoscaler"
 CRD_DIR = REPO / "k8s" / "crds"

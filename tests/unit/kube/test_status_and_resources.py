@@ -10,7 +10,7 @@ from controller.kube import resources
 from controller.kube.actions import steps as _steps
 from controller.kube.settings import ManagedSettings
 from controller.kube.status import StatusDraft
-from tests.integration.k8s.k8s_tier import REPO
+from tests.realcomponents import REPO
 
 JOB = {
     **yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-burst.yaml").read_text()),
