@@ -114,7 +114,7 @@ class Watermark(Model):
     delay: str = Field(default="10 seconds", description="Spark interval, e.g. '10 seconds'.")
 
 
-class Window(Model):
+class EventTimeWindow(Model):
     """Tumbling (no slide) or sliding event-time window."""
 
     column: str = Field(description="Event-time column (TIMESTAMP).")
@@ -145,7 +145,9 @@ class AggregateOp(Model):
     aggregations: list[Aggregation] = Field(
         default_factory=lambda: [Aggregation(fn="count")], min_length=1
     )
-    window: Window | None = Field(default=None, description="Event-time window, or None.")
+    window: EventTimeWindow | None = Field(
+        default=None, description="Event-time window, or None."
+    )
     watermark: Watermark | None = Field(default=None, description="Required with a window.")
 
     @model_validator(mode="after")
