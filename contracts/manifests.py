@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from contracts.errors import ContractError
 from contracts.policy import ScalingPolicy
 from contracts.streamjob import StreamJob
 
@@ -23,7 +24,7 @@ M = TypeVar("M", bound=BaseModel)
 _BACKTICK = re.compile(r"`([A-Za-z0-9_.]+)`")
 
 
-class ManifestError(Exception):
+class ManifestError(ContractError):
     """A manifest that cannot be used; ``problems`` holds one line per error."""
 
     def __init__(self, source: str, problems: list[str]) -> None:

@@ -17,8 +17,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from contracts.errors import ContractError
 
-class TraceError(ValueError):
+
+class TraceError(ContractError):
     """A trace file that cannot be used, with where and why."""
 
 
