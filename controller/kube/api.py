@@ -7,7 +7,7 @@ Usage::
     api.event(job_obj, "Normal", "ScaleOut", "executors 2 -> 4: ...")
 
 Writes carry the object's resourceVersion, so a stale cache gives a 409 Conflict (raised as
-:class:`Conflict`, retried by the work queue) instead of overwriting someone else's change.
+:class:`ApiConflict`, retried by the work queue) instead of overwriting someone else's change.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from controller.errors import ControllerError
 from controller.kube.informer import Lister
 from controller.kube.settings import FINALIZER, GROUP, JOBS, MANAGER, POLICIES, VERSION
 
@@ -29,17 +30,17 @@ REQUEST_TIMEOUT_SECONDS = 10.0
 """One API call; the API server answers in milliseconds unless it is overloaded or gone."""
 
 
-class Conflict(Exception):
+class ApiConflict(ControllerError):
     """409: the object changed since we read it (or already exists). Retry from the cache."""
 
 
-class NotFound(Exception):
+class NotFound(ControllerError):
     """404: the object is gone."""
 
 
 def _raise(e: ApiException) -> None:
     if e.status == 409:
-        raise Conflict(f"{e.reason}") from e
+        raise ApiConflict(f"{e.reason}") from e
     if e.status == 404:
         raise NotFound(f"{e.reason}") from e
     raise e

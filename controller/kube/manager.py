@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from controller.adapters.prometheus import PrometheusSource, SnapshotSource
-from controller.kube.api import Conflict, KubeApi
+from controller.kube.api import ApiConflict, KubeApi
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.informer import Informer, key_of
 from controller.kube.leader import LeaderElector
@@ -119,7 +119,7 @@ class Manager:
     def _pass(self, key: Key) -> None:
         try:
             after = self.reconciler.reconcile(key)
-        except Conflict as e:  # our cache was stale: retry from the newer object soon
+        except ApiConflict as e:  # our cache was stale: retry from the newer object soon
             self.metrics.reconciles.labels("conflict").inc()
             log.info("conflict", job=f"{key[0]}/{key[1]}", error=str(e))
             self.queue.add_rate_limited(key)

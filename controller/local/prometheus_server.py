@@ -18,13 +18,15 @@ from pathlib import Path
 
 import yaml
 
+from controller.errors import ControllerError
+
 READY_TIMEOUT_SECONDS = 30.0
 """Prometheus replays its WAL on start; an empty data dir is ready in ~1 s."""
 SCRAPE_INTERVAL_SECONDS = 2.0
 """Short enough that a 30 s evaluation window holds ~15 samples of every series."""
 
 
-class PrometheusNotFound(RuntimeError):
+class PrometheusNotFound(ControllerError):
     """No prometheus binary: say how to get one."""
 
 

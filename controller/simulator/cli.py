@@ -14,6 +14,7 @@ from pathlib import Path
 from contracts import manifests
 from contracts.policy import ScalingPolicySpec
 from contracts.trace import TraceError, load_trace
+from controller.errors import SimulatorInputError
 from controller.simulator.compare import compare, expand
 from controller.simulator.loop import ChaosError, parse_chaos
 from controller.simulator.model import ModelError, load_model
@@ -22,7 +23,7 @@ from controller.simulator.report import plot_timeline, table, write_json, write_
 DEFAULT_POLICY = "policies/default.yaml"
 
 
-class PolicyError(ValueError):
+class PolicyError(SimulatorInputError):
     """A policy file that cannot be used."""
 
 

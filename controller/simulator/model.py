@@ -21,11 +21,12 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from contracts.api import Model
+from controller.errors import SimulatorInputError
 
 StageKindModel = Literal["source", "stateless", "stateful"]
 
 
-class ModelError(ValueError):
+class ModelError(SimulatorInputError):
     """A job model file that cannot be used, with the field and why."""
 
 
@@ -105,7 +106,8 @@ class JobModel(Model):
     repartition_bytes_per_second: float = Field(
         default=8.8e6,
         gt=0,
-        description="Offline state repartition speed (bytes/s): 113 MB in 12.9 s (docs/spark-facts.md).",
+        description="Offline state repartition speed (bytes/s): 113 MB in 12.9 s "
+        "(docs/spark-facts.md).",
     )
     keys: int = Field(
         default=1_000_000, ge=1, description="Distinct keys the source draws from (count)."
@@ -116,7 +118,8 @@ class JobModel(Model):
     state_bytes_per_key: float = Field(
         default=38.0,
         gt=0,
-        description="State size per key (bytes): 113 MB for 3M keys in RocksDB (docs/spark-facts.md).",
+        description="State size per key (bytes): 113 MB for 3M keys in RocksDB "
+        "(docs/spark-facts.md).",
     )
     failure_restart_seconds: float = Field(
         default=10.0,

@@ -1,4 +1,7 @@
-"""Run summaries (docs/architecture.md), timeline.csv, timeline.png, comparison.json and the table."""
+"""Run summaries, timeline.csv, timeline.png, comparison.json and the table.
+
+The summary's fields are a contract of ``demo`` and ``simulate`` (docs/simulator.md).
+"""
 
 from __future__ import annotations
 
