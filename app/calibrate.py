@@ -19,6 +19,7 @@ from pathlib import Path
 
 import structlog
 
+from app.errors import AppError
 from contracts.streamjob import StreamJob
 from controller.local.processes import RunnerProcess
 from controller.local.prometheus_server import free_port
@@ -34,7 +35,7 @@ CALIBRATION_BATCH_RECORDS = 200_000
 """Records per calibration batch (or the job's own cap if lower): a few seconds of work."""
 
 
-class CalibrationError(RuntimeError):
+class CalibrationError(AppError):
     """The job made too little progress to measure its capacity."""
 
 

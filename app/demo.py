@@ -23,6 +23,7 @@ import structlog
 
 from app import demo_report as report
 from app.calibrate import load_unit_rate
+from app.errors import AppError
 from contracts.manifests import load_job
 from contracts.streamjob import StreamJob
 from contracts.trace import load_trace
@@ -43,7 +44,7 @@ CHAOS_KINDS = ("kill-driver", "kill-executor", "kill-prometheus")
 log = structlog.get_logger("stream_autoscaler.demo")
 
 
-class DemoError(RuntimeError):
+class DemoError(AppError):
     """A demo that cannot run, with what to fix."""
 
 

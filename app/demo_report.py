@@ -1,4 +1,5 @@
-"""The demo's outputs: timeline.csv, timeline.png, summary.json and report.html (docs/architecture.md)."""
+"""The demo's outputs: timeline.csv, timeline.png, summary.json and report.html (docs/simulator.md
+has the summary's fields)."""
 
 from __future__ import annotations
 

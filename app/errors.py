@@ -1,0 +1,16 @@
+"""The errors of :mod:`app`: a demo that cannot run, with what to fix.
+
+Hierarchy::
+
+    AppError(RuntimeError)
+    ├── DemoError            the demo's inputs or machine (no cores, bad --chaos, ...)
+    └── CalibrationError     measuring one executor's capacity failed
+
+The CLI prints them as one line and exits 2; docs/architecture.md lists every package's base.
+"""
+
+from __future__ import annotations
+
+
+class AppError(RuntimeError):
+    """Base of the application layer's errors."""
