@@ -235,15 +235,66 @@ class Trigger(Model):
     )
 
 
+class CheckpointVolume(Model):
+    """A PersistentVolumeClaim the controller mounts at the same path in the driver pod and in
+    every executor pod (Spark's ``spark.kubernetes.{driver,executor}.volumes``): executors write
+    state files into the checkpoint, and a replaced driver must find them."""
+
+    claim_name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="PersistentVolumeClaim in the job's namespace (ReadWriteMany).",
+    )
+    mount_path: str = Field(
+        pattern=r"^/.+",
+        description="Where it is mounted in the driver and executor pods (absolute path).",
+    )
+
+
 class Checkpoint(Model):
     """Where the query keeps offsets, commits and state (RocksDB). Immutable: the state lives
-    there, and a job pointed elsewhere would silently start from nothing."""
+    there, and a job pointed elsewhere would silently start from nothing.
+
+    In a cluster (managed mode) the driver and every executor read and write it, and it must
+    outlive every pod: mount a shared claim (``volume``) under ``location``. The API server
+    refuses a managed StreamJob whose checkpoint no executor could share (a CEL rule on the
+    spec); locally (``runner --job``) a plain directory is fine.
+    """
 
     model_config = ConfigDict(
         json_schema_extra=cel(("self.location == oldSelf.location", "location is immutable"))
     )
 
     location: str = Field(min_length=1, description="Checkpoint directory (path or URI).")
+    volume: CheckpointVolume | None = Field(
+        default=None,
+        description="Shared claim mounted in the driver and executor pods; location must lie "
+        "under its mountPath.",
+    )
+
+    @model_validator(mode="after")
+    def _under_mount(self) -> Checkpoint:
+        if self.volume is not None and not _under(self.location, self.volume.mount_path):
+            raise ValueError(
+                f"location ({self.location}) must lie under volume.mountPath "
+                f"({self.volume.mount_path}): the checkpoint lives on the shared claim"
+            )
+        return self
+
+    @property
+    def shared(self) -> bool:
+        """Whether every pod of a managed job can read and write it."""
+        return self.volume is not None
+
+
+def _under(path: str, mount: str) -> bool:
+    mount = mount.rstrip("/")
+    return path == mount or path.startswith(mount + "/")
+
+
+_QUANTITY = r"^([0-9]+m|[0-9]+(\.[0-9]{1,3})?)$"
+"""A Kubernetes CPU quantity: millicores (``500m``) or cores (``1``, ``0.5``)."""
 
 
 class ExecutorSpec(Model):
@@ -253,6 +304,24 @@ class ExecutorSpec(Model):
     cores: int = Field(default=1, ge=1, le=64, description="Cores (task slots) per executor.")
     memory: str = Field(
         default="512m", pattern=r"^\d+[kmgt]?$", description="Executor heap, Spark format."
+    )
+    cpu: str | None = Field(
+        default=None,
+        pattern=_QUANTITY,
+        description="Executor pod CPU request (Kubernetes quantity, e.g. '500m'); None = "
+        "Spark's default (the cores). Below one core lets several executors share a node.",
+    )
+    cpu_limit: str | None = Field(
+        default=None,
+        pattern=_QUANTITY,
+        description="Executor pod CPU limit (a CFS quota); None = the request when set, else "
+        "no limit.",
+    )
+    memory_overhead: str | None = Field(
+        default=None,
+        pattern=r"^\d+[kmgt]?$",
+        description="Executor pod memory beyond the heap (Spark format); None = Spark's "
+        "default (10%, at least 384m). Pod memory request = limit = memory + overhead.",
     )
 
 

@@ -107,6 +107,7 @@ def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors:
         "spark.blockManager.port": str(s.block_manager_port),
         "spark.ui.port": str(s.ui_port),
         "spark.executor.instances": str(executors),
+        **executor_pod_conf(job),
         **job.spec.spark.conf,  # the user's settings win
     }
     spark = job.spec.spark.model_copy(update={"master": IN_CLUSTER_MASTER, "conf": conf})
@@ -116,6 +117,35 @@ def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors:
     )
     doc["metadata"] = {"name": names.job, "namespace": names.namespace}
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+CHECKPOINT_VOLUME = "checkpoint"
+"""The name of the checkpoint volume in the driver pod and in Spark's executor volume conf."""
+
+
+def executor_pod_conf(job: StreamJob) -> dict[str, str]:
+    """Spark-on-Kubernetes settings for the executor pods' shape and shared checkpoint.
+
+    CPU: ``spark.kubernetes.executor.request.cores`` / ``limit.cores`` (a limit is a CFS quota,
+    so executors below one core share a node and a scale-out adds measurable capacity). Memory:
+    Spark sets the pod's request and limit to heap + overhead. The checkpoint claim is mounted
+    at the same path as in the driver pod, so every executor writes its state files there.
+    """
+    e, conf = job.spec.executors, {}
+    if e.cpu is not None:
+        conf["spark.kubernetes.executor.request.cores"] = e.cpu
+    limit = e.cpu_limit or e.cpu
+    if limit is not None:
+        conf["spark.kubernetes.executor.limit.cores"] = limit
+    if e.memory_overhead is not None:
+        conf["spark.executor.memoryOverhead"] = e.memory_overhead
+    vol = job.spec.checkpoint.volume
+    if vol is not None:
+        key = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{CHECKPOINT_VOLUME}"
+        conf[f"{key}.options.claimName"] = vol.claim_name
+        conf[f"{key}.mount.path"] = vol.mount_path
+        conf[f"{key}.mount.readOnly"] = "false"
+    return conf
 
 
 def config_map(obj: Obj, manifest: str) -> Obj:
@@ -169,6 +199,14 @@ def driver_pod(
     names = Names.of(obj)
     meta = _meta(obj, names.driver, "driver")
     meta["labels"]["spark-role"] = "driver"
+    mounts: list[Obj] = [{"name": "manifest", "mountPath": MANIFEST_DIR}]
+    volumes: list[Obj] = [{"name": "manifest", "configMap": {"name": names.config_map}}]
+    vol = job.spec.checkpoint.volume
+    if vol is not None:  # the same claim, at the same path, as in every executor pod
+        mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": vol.mount_path})
+        volumes.append(
+            {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": vol.claim_name}}
+        )
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -210,9 +248,9 @@ def driver_pod(
                         "periodSeconds": 5,
                     },
                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-                    "volumeMounts": [{"name": "manifest", "mountPath": MANIFEST_DIR}],
+                    "volumeMounts": mounts,
                 }
             ],
-            "volumes": [{"name": "manifest", "configMap": {"name": names.config_map}}],
+            "volumes": volumes,
         },
     }

@@ -1,0 +1,101 @@
+"""What a managed job's pods look like: executor CPU and memory, the shared checkpoint claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from contracts.streamjob import StreamJob
+from controller.kube import resources
+from controller.kube.settings import ManagedSettings
+from tests.realcomponents import REPO
+
+SAMPLE = yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-burst.yaml").read_text())
+META = {"name": "wc", "namespace": "jobs", "uid": "1234-5678", "generation": 1}
+PVC = "spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint"
+
+
+def job(executors: dict[str, Any] | None = None,
+        checkpoint: dict[str, Any] | None = None) -> tuple[dict[str, Any], StreamJob]:
+    doc = {**SAMPLE, "metadata": META}
+    spec = dict(doc["spec"])
+    if executors is not None:
+        spec["executors"] = {**spec["executors"], **executors}
+    if checkpoint is not None:
+        spec["checkpoint"] = checkpoint
+    doc["spec"] = spec
+    return doc, StreamJob.model_validate(doc)
+
+
+def conf_of(model: StreamJob, obj: dict[str, Any]) -> dict[str, str]:
+    names = resources.Names.of(obj)
+    manifest = resources.runner_manifest(model, names, ManagedSettings(), executors=2)
+    return dict(yaml.safe_load(manifest)["spec"]["spark"]["conf"])
+
+
+@pytest.mark.parametrize(
+    ("executors", "expected"),
+    [
+        ({}, {}),
+        ({"cpu": "500m"}, {"spark.kubernetes.executor.request.cores": "500m",
+                           "spark.kubernetes.executor.limit.cores": "500m"}),
+        ({"cpu": "250m", "cpuLimit": "1"}, {"spark.kubernetes.executor.request.cores": "250m",
+                                            "spark.kubernetes.executor.limit.cores": "1"}),
+        ({"memoryOverhead": "384m"}, {"spark.executor.memoryOverhead": "384m"}),
+    ],
+    ids=["spark-defaults", "request-is-the-limit", "own-limit", "memory-overhead"],
+)
+def test_executor_pod_resources(executors: dict[str, Any], expected: dict[str, str]) -> None:
+    obj, model = job(executors=executors)
+    conf = conf_of(model, obj)
+    keys = ("spark.kubernetes.executor.request", "spark.kubernetes.executor.limit",
+            "spark.executor.memoryOverhead")
+    shape = {k: v for k, v in conf.items() if k.startswith(keys)}
+    assert shape == expected
+
+
+def test_the_checkpoint_claim_is_mounted_at_one_path_in_driver_and_executors() -> None:
+    ckpt = {"location": "/checkpoints/wc",
+            "volume": {"claimName": "stream-checkpoints", "mountPath": "/checkpoints"}}
+    obj, model = job(checkpoint=ckpt)
+    conf = conf_of(model, obj)
+    assert conf[f"{PVC}.options.claimName"] == "stream-checkpoints"
+    assert conf[f"{PVC}.mount.path"] == "/checkpoints"
+    pod = resources.driver_pod(obj, model, ManagedSettings(), executors=2, max_executors=4)
+    container = pod["spec"]["containers"][0]
+    assert {"name": "checkpoint", "mountPath": "/checkpoints"} in container["volumeMounts"]
+    assert {"name": "checkpoint", "persistentVolumeClaim": {"claimName": "stream-checkpoints"}} \
+        in pod["spec"]["volumes"]
+
+
+def test_no_claim_no_checkpoint_volume() -> None:
+    obj, model = job()
+    pod = resources.driver_pod(obj, model, ManagedSettings(), executors=1, max_executors=2)
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest"]
+    assert not any(k.startswith(PVC) for k in conf_of(model, obj))
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "executors", "message"),
+    [
+        ({"location": "/elsewhere/wc", "volume": {"claimName": "c", "mountPath": "/checkpoints"}},
+         None, "must lie under volume.mountPath (/checkpoints)"),
+        ({"location": "/ckX/wc", "volume": {"claimName": "c", "mountPath": "/ck"}},
+         None, "must lie under volume.mountPath"),
+        ({"location": "/c/wc", "volume": {"claimName": "Bad_Name", "mountPath": "/c"}},
+         None, "claimName"),
+        (None, {"cpu": "half"}, "cpu"),
+        (None, {"cpuLimit": "-1"}, "cpuLimit"),
+    ],
+    ids=["outside-the-mount", "prefix-is-not-a-parent", "claim-name", "cpu-quantity",
+         "negative-limit"],
+)
+def test_bad_pod_shapes_are_refused_naming_the_field(
+    checkpoint: dict[str, Any] | None, executors: dict[str, Any] | None, message: str
+) -> None:
+    with pytest.raises(ValidationError) as e:
+        job(executors=executors, checkpoint=checkpoint)
+    assert message in str(e.value)
