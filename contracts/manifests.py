@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from contracts.errors import ContractError
 from contracts.policy import ScalingPolicy
 from contracts.streamjob import StreamJob
+from contracts.yamlsafe import MAX_BYTES, YamlLimitError, load_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -37,16 +38,19 @@ def read_yaml(path: str | Path) -> Any:
     """Parses one YAML document, naming the line and column of a syntax error."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)  # never more than the limit, whatever the file's size
     except OSError as e:
         raise ManifestError(str(p), [f"{p}: cannot read ({e.strerror})"]) from None
-    return parse_yaml(text, str(p))
+    return parse_yaml(raw, str(p))
 
 
-def parse_yaml(text: str, source: str) -> Any:
-    """Parses YAML text; ``source`` names it in errors."""
+def parse_yaml(text: str | bytes, source: str) -> Any:
+    """Parses YAML within contracts.yamlsafe's limits; ``source`` names it in errors."""
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
+    except YamlLimitError as e:
+        raise ManifestError(source, [f"{e.where(source)}: {e.what}"]) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""

@@ -14,13 +14,12 @@ is documented in ``docs/simulator.md`` (generated from the descriptions here).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from contracts.api import Model
+from contracts.manifests import ManifestError, read_yaml
 from controller.errors import SimulatorInputError
 
 StageKindModel = Literal["source", "stateless", "stateful"]
@@ -219,13 +218,9 @@ def load_model(path: str | None) -> JobModel:
     if path is None:
         return JobModel()
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ModelError(f"{path}: cannot read ({e.strerror})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        raise ModelError(f"{path}{where}: not valid YAML") from None
+        data = read_yaml(path)  # the manifests' reader: size, alias, depth and key limits
+    except ManifestError as e:
+        raise ModelError("; ".join(e.problems)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

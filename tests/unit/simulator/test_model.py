@@ -55,7 +55,7 @@ def test_state_grows_with_distinct_keys() -> None:
         ("bogus: 1\n", "bogus"),
         ("stages:\n- {name: a, kind: stateful, costPerRecord: 1e-4}\n", "read stage"),
         ("initialKeys: 5\nkeys: 2\n", "initialKeys (5) must be <= keys (2)"),
-        ("a: [1\n", ":2:1: not valid YAML"),
+        ("a: [1\n", ":2:1: YAML syntax error"),
         ("- 1\n", "expected a mapping"),
     ],
     ids=["negative", "unknown-key", "no-source", "cross-field", "yaml-syntax", "not-mapping"],
