@@ -42,6 +42,14 @@ class Model(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+class SpecModel(Model):
+    """Base of what a person writes (a policy, a job's spec): strict, so a value means what it
+    says. ``true`` is not 1, ``'8'`` is not 8, ``.inf`` and NaN are not numbers (YAML and JSON
+    give real numbers; the API server's schema refuses the same). An int is still a float."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
+
 class ObjectMeta(BaseModel):
     """Kubernetes object metadata. Only ``name`` is required; server-set fields pass through."""
 

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from contracts.api import GROUP_VERSION
 from contracts.errors import ContractError
 from contracts.policy import ScalingPolicy
 from contracts.streamjob import StreamJob
@@ -65,6 +66,12 @@ def validate(model: type[M], data: Any, source: str) -> M:
     if not isinstance(data, dict):
         kind = model.__name__
         raise ManifestError(source, [f"{source}: expected a {kind} mapping, got {_show(data)}"])
+    missing = [k for k in ("apiVersion", "kind") if k not in data]
+    if missing:  # kubectl refuses such a file; so do we, rather than assume what it is
+        want = {"apiVersion": GROUP_VERSION, "kind": model.__name__}
+        raise ManifestError(
+            source, [f"{source}: {k}: required ({want[k]})" for k in missing]
+        )
     try:
         return model.model_validate(data)
     except ValidationError as e:

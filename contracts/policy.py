@@ -11,10 +11,10 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from contracts.api import Model, ObjectMeta, cel
+from contracts.api import ObjectMeta, SpecModel, cel
 
 
-class ExecutorBounds(Model):
+class ExecutorBounds(SpecModel):
     """How many executors the engine may ask for."""
 
     model_config = ConfigDict(
@@ -53,7 +53,7 @@ class ExecutorBounds(Model):
         return self
 
 
-class PartitionPolicy(Model):
+class PartitionPolicy(SpecModel):
     """State partitions of the stateful stage and when to repartition them."""
 
     model_config = ConfigDict(json_schema_extra=cel(("self.min <= self.max", "min must be <= max")))
@@ -81,18 +81,21 @@ class PartitionPolicy(Model):
     repartition_bytes_per_second: float = Field(
         default=8.0e6,
         gt=0,
+        le=1e12,
         description="Measured speed of an offline state repartition (bytes/s). Default from "
         "3M keys, 113 MB in 12.9 s on 2 cores (docs/spark-facts.md).",
     )
     restart_seconds: float = Field(
         default=10.0,
         ge=0,
+        le=3600,
         description="Fixed cost of stopping at a batch boundary and resuming the query (s): "
         "session restart ~6 s plus the first batch (docs/spark-facts.md).",
     )
     max_downtime_seconds: float = Field(
         default=120.0,
         gt=0,
+        le=86400,
         description="Never start a repartition whose estimated downtime exceeds this (s).",
     )
 
@@ -103,7 +106,7 @@ class PartitionPolicy(Model):
         return self
 
 
-class UtilizationBand(Model):
+class UtilizationBand(SpecModel):
     """Target busy fraction of the task slots, with a band inside which the engine holds."""
 
     model_config = ConfigDict(
@@ -142,28 +145,31 @@ class UtilizationBand(Model):
         return self
 
 
-class LagPolicy(Model):
+class LagPolicy(SpecModel):
     """The latency promise, and how fast a backlog must be drained."""
 
     slo_seconds: float = Field(
         default=30.0,
         gt=0,
+        le=86400,
         description="The lag SLO (s): the age of the oldest unprocessed record must stay below it.",
     )
     catch_up_seconds: float = Field(
         default=60.0,
         gt=0,
+        le=86400,
         description="Drain a backlog within this time (s). The required rate adds "
         "backlog / catch_up_seconds to the arrival rate.",
     )
     backlog_tolerance_seconds: float = Field(
         default=5.0,
         ge=0,
+        le=3600,
         description="A backlog younger than this (s) is normal micro-batch queueing, not catch-up.",
     )
 
 
-class TimingPolicy(Model):
+class TimingPolicy(SpecModel):
     """When the engine looks, how much it trusts, and how long it waits between actions."""
 
     model_config = ConfigDict(
@@ -188,11 +194,13 @@ class TimingPolicy(Model):
     stale_after_seconds: float = Field(
         default=45.0,
         gt=0,
+        le=86400,
         description="Metrics older than this (s) are stale: the engine holds and says so.",
     )
     min_batches: int = Field(
         default=1,
         ge=1,
+        le=1000,
         description="Fewest completed batches in the window before sizing on it (count). One is "
         "enough by default: while a backlog drains, a single batch may fill the whole window, "
         "and its busy time measures the true rate as well as many small ones.",
@@ -200,18 +208,21 @@ class TimingPolicy(Model):
     cooldown_seconds: float = Field(
         default=30.0,
         ge=0,
+        le=86400,
         description="After an action, hold this long (s) so its effect shows in the metrics. "
         "Executors register 5–12 s after a request (docs/spark-facts.md).",
     )
     scale_down_stabilization_seconds: float = Field(
         default=120.0,
         ge=0,
+        le=86400,
         description="Scale in only to the highest recommendation seen over this window (s), so a "
         "dip does not undo capacity a burst will need again (HPA uses 300 s).",
     )
     executor_startup_seconds: float = Field(
         default=12.0,
         ge=0,
+        le=3600,
         description="Request to first task on a new executor (s), measured 8–12 s; used to size "
         "the backlog a scale-out must also absorb.",
     )
@@ -226,7 +237,7 @@ class TimingPolicy(Model):
         return self
 
 
-class SafetyPolicy(Model):
+class SafetyPolicy(SpecModel):
     """Guards against actions that do not help."""
 
     ineffective_scale_up_ratio: float = Field(
@@ -239,21 +250,24 @@ class SafetyPolicy(Model):
     blocked_action_seconds: float = Field(
         default=600.0,
         ge=0,
+        le=86400,
         description="How long an ineffective move stays blocked (s) (Dhalion's blacklist).",
     )
     max_scale_up_factor: float = Field(
         default=4.0,
         ge=1,
+        le=100,
         description="Grow executors by at most this factor in one action (ratio).",
     )
 
 
-class DiagnosisPolicy(Model):
+class DiagnosisPolicy(SpecModel):
     """Thresholds that name a bottleneck's kind."""
 
     skew_ratio: float = Field(
         default=3.0,
         gt=1,
+        le=1000,
         description="Longest task / median task above this means skew (ratio): more slots will "
         "not shorten the longest task.",
     )
@@ -273,11 +287,12 @@ class DiagnosisPolicy(Model):
     no_progress_seconds: float = Field(
         default=60.0,
         gt=0,
+        le=86400,
         description="No committed batch for this long (s) while data waits means the job failed.",
     )
 
 
-class ScalingPolicySpec(Model):
+class ScalingPolicySpec(SpecModel):
     """Everything the decision engine needs to know about what the user wants."""
 
     model_config = ConfigDict(
@@ -314,7 +329,7 @@ class ScalingPolicySpec(Model):
         return self
 
 
-class ScalingPolicy(Model):
+class ScalingPolicy(SpecModel):
     """A ``ScalingPolicy`` manifest (apiVersion ``stream-autoscaler.io/v1alpha1``)."""
 
     api_version: Literal["stream-autoscaler.io/v1alpha1"] = Field(

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from contracts.api import Model, ObjectMeta, cel
+from contracts.api import Model, ObjectMeta, SpecModel, cel
 from contracts.history import ScalingHistory
 
 Name = Annotated[
@@ -22,7 +22,7 @@ Name = Annotated[
 # --- sources -------------------------------------------------------------------------------
 
 
-class BurstSource(Model):
+class BurstSource(SpecModel):
     """Deterministic, rewindable records whose content is a pure function of their offset,
     arriving at the rate a trace CSV (``t,input_rate`` or ``t,load``) gives."""
 
@@ -47,7 +47,7 @@ class BurstSource(Model):
     )
 
 
-class FileSource(Model):
+class FileSource(SpecModel):
     """New files in a directory (JSON lines, CSV, text), read as a stream."""
 
     type: Literal["files"] = "files"
@@ -61,7 +61,7 @@ class FileSource(Model):
     max_files_per_trigger: int | None = Field(default=None, ge=1, description="Files per batch.")
 
 
-class KafkaSource(Model):
+class KafkaSource(SpecModel):
     """A Kafka topic (or topics)."""
 
     type: Literal["kafka"] = "kafka"
@@ -81,7 +81,7 @@ Source = Annotated[BurstSource | FileSource | KafkaSource, Field(discriminator="
 # --- operators -----------------------------------------------------------------------------
 
 
-class ParseOp(Model):
+class ParseOp(SpecModel):
     """Parse a string column (JSON or CSV) into typed columns."""
 
     type: Literal["parse"] = "parse"
@@ -91,7 +91,7 @@ class ParseOp(Model):
     column: str = Field(default="value", description="Column holding the text.")
 
 
-class FilterOp(Model):
+class FilterOp(SpecModel):
     """Keep rows for which a Spark SQL boolean expression holds."""
 
     type: Literal["filter"] = "filter"
@@ -99,7 +99,7 @@ class FilterOp(Model):
     condition: str = Field(min_length=1, description="Spark SQL boolean expression.")
 
 
-class ProjectOp(Model):
+class ProjectOp(SpecModel):
     """Select or compute columns with Spark SQL expressions (``selectExpr``)."""
 
     type: Literal["project"] = "project"
@@ -107,14 +107,14 @@ class ProjectOp(Model):
     columns: list[str] = Field(min_length=1, description="Spark SQL expressions.")
 
 
-class Watermark(Model):
+class Watermark(SpecModel):
     """Event-time watermark: how late a record may be and still count."""
 
     column: str = Field(description="Event-time column (TIMESTAMP).")
     delay: str = Field(default="10 seconds", description="Spark interval, e.g. '10 seconds'.")
 
 
-class EventTimeWindow(Model):
+class EventTimeWindow(SpecModel):
     """Tumbling (no slide) or sliding event-time window."""
 
     column: str = Field(description="Event-time column (TIMESTAMP).")
@@ -122,7 +122,7 @@ class EventTimeWindow(Model):
     slide: str | None = Field(default=None, description="Slide; None = tumbling.")
 
 
-class Aggregation(Model):
+class Aggregation(SpecModel):
     """One aggregate per key."""
 
     fn: Literal["count", "sum", "avg", "min", "max"] = Field(description="Aggregate function.")
@@ -136,7 +136,7 @@ class Aggregation(Model):
         return self
 
 
-class AggregateOp(Model):
+class AggregateOp(SpecModel):
     """Keyed aggregation (stateful), optionally per event-time window."""
 
     type: Literal["aggregate"] = "aggregate"
@@ -157,7 +157,7 @@ class AggregateOp(Model):
         return self
 
 
-class DeduplicateOp(Model):
+class DeduplicateOp(SpecModel):
     """Drop repeated rows by key (stateful)."""
 
     type: Literal["deduplicate"] = "deduplicate"
@@ -166,7 +166,7 @@ class DeduplicateOp(Model):
     watermark: Watermark | None = Field(default=None, description="Bounds the state, if given.")
 
 
-class JoinSide(Model):
+class JoinSide(SpecModel):
     """The other stream of a stream-stream join: its own source and operators."""
 
     source: Source
@@ -175,7 +175,7 @@ class JoinSide(Model):
     alias: str = Field(default="right", description="Alias to refer to it in the condition.")
 
 
-class JoinOp(Model):
+class JoinOp(SpecModel):
     """Stream-stream join with a time bound (for example impressions x clicks)."""
 
     type: Literal["join"] = "join"
@@ -190,7 +190,7 @@ class JoinOp(Model):
     how: Literal["inner", "leftOuter", "rightOuter"] = Field(default="inner")
 
 
-class CustomOp(Model):
+class CustomOp(SpecModel):
     """A user operator: ``module:function`` taking (DataFrame, options) -> DataFrame."""
 
     type: Literal["custom"] = "custom"
@@ -208,7 +208,7 @@ Operator = Annotated[
 # --- sinks and the rest of the spec ---------------------------------------------------------
 
 
-class Sink(Model):
+class Sink(SpecModel):
     """Where results go. ``files`` writes one directory per batch id (idempotent on replay)."""
 
     type: Literal["files", "memory", "console", "kafka", "noop"] = Field(default="files")
@@ -227,7 +227,7 @@ class Sink(Model):
         return self
 
 
-class Trigger(Model):
+class Trigger(SpecModel):
     """Micro-batch trigger."""
 
     interval_seconds: float = Field(
@@ -235,7 +235,7 @@ class Trigger(Model):
     )
 
 
-class CheckpointVolume(Model):
+class CheckpointVolume(SpecModel):
     """A PersistentVolumeClaim the controller mounts at the same path in the driver pod and in
     every executor pod (Spark's ``spark.kubernetes.{driver,executor}.volumes``): executors write
     state files into the checkpoint, and a replaced driver must find them."""
@@ -252,7 +252,7 @@ class CheckpointVolume(Model):
     )
 
 
-class Checkpoint(Model):
+class Checkpoint(SpecModel):
     """Where the query keeps offsets, commits and state (RocksDB). Immutable: the state lives
     there, and a job pointed elsewhere would silently start from nothing.
 
@@ -297,7 +297,7 @@ _QUANTITY = r"^([0-9]+m|[0-9]+(\.[0-9]{1,3})?)$"
 """A Kubernetes CPU quantity: millicores (``500m``) or cores (``1``, ``0.5``)."""
 
 
-class ExecutorSpec(Model):
+class ExecutorSpec(SpecModel):
     """Starting capacity and executor shape."""
 
     initial: int = Field(default=1, ge=0, le=1000, description="Executors at start (count).")
@@ -325,7 +325,7 @@ class ExecutorSpec(Model):
     )
 
 
-class SparkSpec(Model):
+class SparkSpec(SpecModel):
     """How to reach Spark, and extra configuration."""
 
     master: str | None = Field(
@@ -344,14 +344,14 @@ class SparkSpec(Model):
         return self
 
 
-class SecretKeyRef(Model):
+class SecretKeyRef(SpecModel):
     """A key in a Secret."""
 
     name: str
     key: str = "token"
 
 
-class AttachSpec(Model):
+class AttachSpec(SpecModel):
     """Attached mode: observe and scale a runner that already runs elsewhere."""
 
     control_url: str = Field(description="Base URL of the runner's control endpoint.")
@@ -359,13 +359,13 @@ class AttachSpec(Model):
     token_secret_ref: SecretKeyRef | None = Field(default=None, description="Bearer token.")
 
 
-class PolicyRef(Model):
+class PolicyRef(SpecModel):
     """The ScalingPolicy that governs the job (same namespace)."""
 
     name: str = Field(default="default", description="ScalingPolicy name.")
 
 
-class StreamJobSpec(Model):
+class StreamJobSpec(SpecModel):
     """What to run and under which policy."""
 
     policy_ref: PolicyRef = Field(default_factory=PolicyRef)

@@ -19,6 +19,7 @@ Standard library and PyYAML only.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -84,6 +85,15 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+
+
+# YAML 1.2 floats (what kubectl and the API server read): PyYAML's YAML 1.1 rule takes "1e3"
+# (no dot) as a string, so a manifest the API server reads as 1000 would fail here as text.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def _check_size(root: yaml.Node) -> None:

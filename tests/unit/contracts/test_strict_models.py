@@ -1,0 +1,96 @@
+"""What a person writes means what it says: no coercion, finite numbers, bounded work.
+
+Each row is one defect the hostile-input campaign found in the validator (issue #15): the value
+used to be accepted (``true`` as 1, ``'8'`` as 8, ``.inf`` and 1e308 as numbers, a missing
+apiVersion) and then refused by the cluster or fatal to the engine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contracts.manifests import ManifestError, load_job, load_policy
+
+HEADER = "apiVersion: stream-autoscaler.io/v1alpha1\nkind: ScalingPolicy\nmetadata: {name: x}\n"
+SAMPLE_JOB = Path(__file__).resolve().parents[3] / "k8s" / "samples" / "wordcount.yaml"
+
+
+def policy(tmp_path: Path, body: str, header: str = HEADER) -> Path:
+    p = tmp_path / "p.yaml"
+    p.write_text(header + body)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("spec: {executors: {max: true}}\n",
+         "spec.executors.max (True): Input should be a valid integer"),
+        ("spec: {executors: {max: '8'}}\n",
+         "spec.executors.max ('8'): Input should be a valid integer"),
+        ("spec: {utilization: {target: '0.7'}}\n",
+         "spec.utilization.target ('0.7'): Input should be a valid number"),
+        ("spec: {safety: {maxScaleUpFactor: .inf}}\n",
+         "spec.safety.maxScaleUpFactor (inf): Input should be a finite number"),
+        ("spec: {timing: {staleAfterSeconds: .nan}}\n",
+         "spec.timing.staleAfterSeconds (nan): Input should be a finite number"),
+        ("spec: {partitions: {restartSeconds: 1e308}}\n",
+         "spec.partitions.restartSeconds (1e+308): Input should be less than or equal to 3600"),
+        ("spec: {diagnosis: {noProgressSeconds: 1e9}}\n",
+         "spec.diagnosis.noProgressSeconds (1000000000.0): Input should be less than or equal"),
+        ("spec: {safety: {maxScaleUpFactor: 1000}}\n",
+         "spec.safety.maxScaleUpFactor (1000): Input should be less than or equal to 100"),
+        ("spec: {executors: {max: 8}, executors: {max: 9}}\n", "duplicate key 'executors'"),
+    ],
+    ids=["bool-as-int", "string-as-int", "string-as-float", "infinity", "nan",
+         "restart-1e308", "no-progress-1e9", "scale-up-factor-1000", "duplicate-key"],
+)
+def test_policy_values_are_taken_literally(tmp_path: Path, body: str, expected: str) -> None:
+    with pytest.raises(ManifestError) as e:
+        load_policy(policy(tmp_path, body))
+    assert any(expected in line for line in e.value.problems), e.value.problems
+
+
+def test_an_int_is_still_a_float_and_yaml_12_exponents_are_numbers(tmp_path: Path) -> None:
+    body = "spec: {lag: {sloSeconds: 30, catchUpSeconds: 6e1}}\n"
+    spec = load_policy(policy(tmp_path, body)).spec
+    assert spec.lag.slo_seconds == 30.0 and spec.lag.catch_up_seconds == 60.0
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("kind: ScalingPolicy\nmetadata: {name: x}\n",
+         "apiVersion: required (stream-autoscaler.io/v1alpha1)"),
+        ("apiVersion: stream-autoscaler.io/v1alpha1\nmetadata: {name: x}\n",
+         "kind: required (ScalingPolicy)"),
+    ],
+    ids=["no-apiVersion", "no-kind"],
+)
+def test_a_manifest_says_what_it_is(tmp_path: Path, header: str, expected: str) -> None:
+    with pytest.raises(ManifestError) as e:
+        load_policy(policy(tmp_path, "spec: {}\n", header=header))
+    assert e.value.problems == [f"{tmp_path / 'p.yaml'}: {expected}"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("intervalSeconds: 1", "intervalSeconds: .inf",
+         "spec.trigger.intervalSeconds (inf): Input should be a finite number"),
+        ("partitions: 4", "partitions: '4'", "Input should be a valid integer"),
+    ],
+    ids=["infinite-trigger", "string-partitions"],
+)
+def test_streamjob_values_are_taken_literally(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    text = SAMPLE_JOB.read_text()
+    assert old in text
+    p = tmp_path / "job.yaml"
+    p.write_text(text.replace(old, new, 1))
+    with pytest.raises(ManifestError) as e:
+        load_job(p)
+    assert any(expected in line for line in e.value.problems), e.value.problems
