@@ -19,6 +19,12 @@ def _policy(args: argparse.Namespace) -> int:
     return policy_cli.run(args)
 
 
+def _validate(args: argparse.Namespace) -> int:
+    from app import policy_cli
+
+    return policy_cli.validate_files(args)
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from controller.simulator import cli as sim_cli
 
@@ -85,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--out", required=True, help="output directory")
     sim.add_argument("--quiet", action="store_true", help="no table on stdout")
     sim.set_defaults(handler=_simulate)
+
+    val_all = sub.add_parser(
+        "validate", help="check StreamJob and ScalingPolicy files (a dry run: nothing starts)"
+    )
+    val_all.add_argument("files", nargs="+", metavar="FILE")
+    val_all.set_defaults(handler=_validate)
 
     pol = sub.add_parser("policy", help="validate policies or print their JSON Schema")
     psub = pol.add_subparsers(dest="policy_command", required=True, metavar="ACTION")

@@ -1,4 +1,9 @@
-"""``stream-autoscaler policy validate FILE...`` and ``policy schema``."""
+"""``stream-autoscaler validate FILE...`` (StreamJobs and policies), ``policy validate FILE...``
+and ``policy schema``.
+
+Nothing here starts Spark or talks to a cluster: a dry run of what the runner, the controller and
+the API server would refuse, with the same ``FILE: field.path (value) why`` lines.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,9 @@ import argparse
 import json
 import sys
 
-from contracts.manifests import ManifestError, load_policy
+from contracts.manifests import ManifestError, load_manifest, load_policy
 from contracts.policy import ScalingPolicy
+from contracts.streamjob import StreamJob
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,3 +36,31 @@ def run(args: argparse.Namespace) -> int:
             f"{spec.executors.min}..{spec.executors.max}, lag SLO {spec.lag.slo_seconds:g} s)"
         )
     return 1 if failed else 0
+
+
+def validate_files(args: argparse.Namespace) -> int:
+    """``stream-autoscaler validate FILE...``: exit 0 when every file is valid, 1 otherwise."""
+    failed = 0
+    for path in args.files:
+        try:
+            doc = load_manifest(path)
+        except ManifestError as e:
+            failed += 1
+            for line in e.problems:
+                print(line, file=sys.stderr)
+            continue
+        print(f"{path}: ok ({summary(doc)})")
+    return 1 if failed else 0
+
+
+def summary(doc: StreamJob | ScalingPolicy) -> str:
+    """One line saying what a valid manifest is."""
+    if isinstance(doc, ScalingPolicy):
+        spec = doc.spec
+        return (f"ScalingPolicy {doc.metadata.name}: mode {spec.mode}, executors "
+                f"{spec.executors.min}..{spec.executors.max}, lag SLO {spec.lag.slo_seconds:g} s")
+    job = doc.spec
+    mode = f"attached to {job.attach.control_url}" if job.attach else "managed"
+    ops = ", ".join(op.name for op in job.pipeline)
+    return (f"StreamJob {doc.metadata.name}: {job.source.type} -> [{ops}] -> {job.sink.type}, "
+            f"{mode}, policy {job.policy_ref.name}")

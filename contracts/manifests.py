@@ -88,6 +88,25 @@ def load_job(path: str | Path) -> StreamJob:
     return validate(StreamJob, read_yaml(path), str(path))
 
 
+MANIFEST_KINDS: dict[str, type[StreamJob] | type[ScalingPolicy]] = {
+    "StreamJob": StreamJob,
+    "ScalingPolicy": ScalingPolicy,
+}
+"""Every kind a manifest file may hold, by its ``kind``."""
+
+
+def load_manifest(path: str | Path) -> StreamJob | ScalingPolicy:
+    """A StreamJob or a ScalingPolicy, chosen by the file's ``kind`` (``validate`` uses it)."""
+    source = str(path)
+    data = read_yaml(path)
+    kind = data.get("kind") if isinstance(data, dict) else None
+    model = MANIFEST_KINDS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        known = " or ".join(MANIFEST_KINDS)
+        raise ManifestError(source, [f"{source}: kind ({_show(kind)}): must be {known}"])
+    return validate(model, data, source)
+
+
 def _line(source: str, model: type[BaseModel], err: Any) -> str:
     loc = [str(p) for p in err["loc"] if not _is_union_tag(p)]
     path = ".".join(loc) or "(top level)"

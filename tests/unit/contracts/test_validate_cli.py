@@ -1,0 +1,47 @@
+"""``stream-autoscaler validate FILE...``: a dry run for StreamJobs and policies alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+REPO = Path(__file__).resolve().parents[3]
+SHIPPED = sorted([*REPO.glob("k8s/samples/*.yaml"), *REPO.glob("policies/*.yaml")])
+
+
+def test_every_shipped_manifest_is_valid(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", *map(str, SHIPPED)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(SHIPPED)
+    assert any(": ok (StreamJob burst-count: burst -> [count-by-key] -> noop, managed" in line
+               for line in out)
+    assert any(": ok (ScalingPolicy default: mode enforce, executors 1..8, lag SLO 30 s)" in line
+               for line in out)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("apiVersion: stream-autoscaler.io/v1alpha1\nkind: Deployment\nmetadata: {name: x}\n",
+         "kind ('Deployment'): must be StreamJob or ScalingPolicy"),
+        ("- 1\n", "kind (None): must be StreamJob or ScalingPolicy"),
+        ("apiVersion: stream-autoscaler.io/v1alpha1\nkind: StreamJob\nmetadata: {name: x}\n"
+         "spec: {}\n", "spec.source: required field is missing"),
+        ("a: [1\n", ":2:1: YAML syntax error"),
+    ],
+    ids=["foreign-kind", "not-a-mapping", "incomplete-job", "yaml-syntax"],
+)
+def test_a_bad_file_exits_1_naming_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    good = REPO / "policies" / "default.yaml"
+    assert main(["validate", str(good), str(bad)]) == 1
+    captured = capsys.readouterr()
+    assert f"{good}: ok" in captured.out
+    assert any(line.startswith(str(bad)) and expected in line
+               for line in captured.err.splitlines()), captured.err
