@@ -33,12 +33,20 @@ class Trace:
     unit: Literal["input_rate", "load"]
     extra: tuple[dict[str, str], ...] = field(default=())
     source: str = "<trace>"
+    _cum: tuple[float, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.times:
             raise TraceError(f"{self.source}: no rows")
         if self.times[0] != 0:
             raise TraceError(f"{self.source}: the first row must have t=0, got {self.times[0]}")
+        # Records arrived before each row starts, summed in row order (as the integral would
+        # be), so arrived() and arrival_time() cost a bisection, not a pass over the rows.
+        cum, total = [0.0], 0.0
+        for i in range(1, len(self.times)):
+            total += self.values[i - 1] * (self.times[i] - self.times[i - 1])
+            cum.append(total)
+        object.__setattr__(self, "_cum", tuple(cum))
 
     @property
     def duration(self) -> float:
@@ -74,13 +82,8 @@ class Trace:
         """Records arrived in ``[0, t)``: the integral of the rate."""
         if t <= 0:
             return 0.0
-        total = 0.0
-        for i, start in enumerate(self.times):
-            if start >= t:
-                break
-            end = self.times[i + 1] if i + 1 < len(self.times) else math.inf
-            total += self.values[i] * (min(end, t) - start)
-        return total
+        i = bisect.bisect_left(self.times, t) - 1  # the last row starting before t
+        return self._cum[i] + self.values[i] * (t - self.times[i])
 
     def arrival_time(self, n: float) -> float:
         """When record number ``n`` (0-based, fractional ok) arrived: the inverse of arrived().
@@ -89,16 +92,11 @@ class Trace:
         """
         if n <= 0:
             return 0.0
-        total = 0.0
-        for i, start in enumerate(self.times):
-            end = self.times[i + 1] if i + 1 < len(self.times) else math.inf
-            rate = self.values[i]
-            seg = rate * (end - start) if math.isfinite(end) else math.inf
-            if rate > 0 and total + seg >= n:
-                return start + (n - total) / rate
-            if math.isfinite(seg):
-                total += seg
-        return math.inf
+        i = bisect.bisect_left(self._cum, n) - 1  # the last row whose start had fewer than n
+        rate = self.values[i]
+        if rate <= 0:  # only the last row can be short of n with a zero rate
+            return math.inf
+        return self.times[i] + (n - self._cum[i]) / rate
 
     def mean(self, duration: float | None = None) -> float:
         """Mean value over ``[0, duration)``."""
@@ -111,8 +109,26 @@ class Trace:
         return max(v for t, v in zip(self.times, self.values, strict=True) if t < d)
 
 
+MAX_ROWS = 100_000
+"""Rows in one trace: a row a second for a day is 86,400."""
+MAX_SECONDS = 7 * 86400.0
+"""A trace describes a test run: a week at most (the simulator steps through every second)."""
+MAX_VALUE = {"input_rate": 1e9, "load": 1000.0}
+"""A billion records/s, or a thousand times one executor: beyond any job this sizes, and small
+enough that no model, oracle grid or burst batch derived from it overflows memory."""
+MAX_TRACE_BYTES = 16 << 20
+"""16 MiB of CSV: 100,000 rows with a few extra columns."""
+
+
 def parse_trace(text: str, source: str = "<trace>") -> Trace:
     """Parses trace CSV text; errors name the source, the line and what is wrong."""
+    try:
+        return _parse(text, source)
+    except csv.Error as e:
+        raise TraceError(f"{source}: not CSV ({e})") from None
+
+
+def _parse(text: str, source: str) -> Trace:
     reader = csv.DictReader(io.StringIO(text))
     header = [h.strip() for h in (reader.fieldnames or [])]
     if "t" not in header:
@@ -123,11 +139,14 @@ def parse_trace(text: str, source: str = "<trace>") -> Trace:
         unit = "load"
     else:
         raise TraceError(f"{source}: header needs an input_rate or a load column")
+    limit = MAX_VALUE[unit]
     times: list[float] = []
     values: list[float] = []
     extra: list[dict[str, str]] = []
     for row in reader:
         line = reader.line_num
+        if len(times) >= MAX_ROWS:
+            raise TraceError(f"{source}:{line}: more than {MAX_ROWS:,} rows")
         clean = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
         try:
             t = float(clean["t"])
@@ -136,6 +155,10 @@ def parse_trace(text: str, source: str = "<trace>") -> Trace:
             raise TraceError(f"{source}:{line}: not a number ({e})") from None
         if not (math.isfinite(t) and math.isfinite(v)) or v < 0 or t < 0:
             raise TraceError(f"{source}:{line}: t and {unit} must be finite and >= 0")
+        if t > MAX_SECONDS:
+            raise TraceError(f"{source}:{line}: t ({t:g}) beyond {MAX_SECONDS:g} s (a week)")
+        if v > limit:
+            raise TraceError(f"{source}:{line}: {unit} ({v:g}) above {limit:g}")
         if times and t <= times[-1]:
             raise TraceError(f"{source}:{line}: t ({t}) must increase (previous {times[-1]})")
         times.append(t)
@@ -145,10 +168,19 @@ def parse_trace(text: str, source: str = "<trace>") -> Trace:
 
 
 def load_trace(path: str) -> Trace:
-    """Reads a trace CSV file."""
+    """Reads a trace CSV file (UTF-8, at most MAX_TRACE_BYTES)."""
+    if not path:
+        raise TraceError("trace: no file named (an empty path)")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TRACE_BYTES + 1)
     except OSError as e:
         raise TraceError(f"{path}: cannot read ({e.strerror})") from None
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{path}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset "
+                         f"{e.start})") from None
     return parse_trace(text, path)

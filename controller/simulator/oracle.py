@@ -29,6 +29,10 @@ from controller.simulator.model import JobModel
 
 PENALTY = 1e6
 """Cost of one step in violation, in executor-seconds: feasibility first."""
+MAX_GRID_CELLS = 20_000_000
+"""Steps x backlog-grid cells of the programme (6 bytes each: ~120 MB). A trace whose backlog
+grid would be larger (rates near the trace limit, a week of steps) gets a coarser grid instead
+of a petabyte allocation; the bundled traces stay far below it (~10^5 cells)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ def solve(
     # at the end, no more backlog than one trigger's arrivals (as a job that just committed):
     # otherwise the oracle would save by leaving the last SLO's worth of records unprocessed
     allowed[-1] = min(allowed[-1], trace.arrived(horizon) - trace.arrived(horizon - trig))
+    if max(allowed) / q + 3 > MAX_GRID_CELLS / steps:  # coarser records grid, bounded memory
+        q = max(allowed) / max(1.0, MAX_GRID_CELLS / steps - 3)
     size = int(max(allowed) / q) + 3
     idx = np.arange(size)
     cost = np.full(size, np.inf)
