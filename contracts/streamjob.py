@@ -7,6 +7,7 @@ decided, including the bounded scaling history and the intent of an action in fl
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
@@ -27,8 +28,12 @@ class BurstSource(SpecModel):
     arriving at the rate a trace CSV (``t,input_rate`` or ``t,load``) gives."""
 
     type: Literal["burst"] = "burst"
-    trace: str = Field(description="Path of the trace CSV (t,input_rate or t,load).")
-    keys: int = Field(default=10_000, ge=1, description="Distinct keys (count).")
+    trace: str = Field(
+        min_length=1, max_length=4096, description="Path of the trace CSV (t,input_rate or t,load)."
+    )
+    keys: int = Field(
+        default=10_000, ge=1, le=1_000_000_000, description="Distinct keys (count)."
+    )
     skew: float = Field(
         default=0.0, ge=0, le=5, description="Zipf exponent of the key distribution; 0 = uniform."
     )
@@ -38,12 +43,21 @@ class BurstSource(SpecModel):
     load_unit_rate: float | None = Field(
         default=None,
         gt=0,
+        le=1e9,
         description="Records/s that one `load` unit means (one executor's measured capacity). "
         "Required for a t,load trace unless the runner measures it.",
     )
-    seed: int = Field(default=0, description="Seed mixed into every record (deterministic).")
+    seed: int = Field(
+        default=0,
+        ge=0,
+        le=2**63 - 1,
+        description="Seed mixed into every record (deterministic; a 64-bit value).",
+    )
     max_records_per_batch: int | None = Field(
-        default=None, ge=1, description="Cap on records per micro-batch (count); None = no cap."
+        default=None,
+        ge=1,
+        le=1_000_000_000,
+        description="Cap on records per micro-batch (count); None = no cap.",
     )
 
 
@@ -51,7 +65,7 @@ class FileSource(SpecModel):
     """New files in a directory (JSON lines, CSV, text), read as a stream."""
 
     type: Literal["files"] = "files"
-    path: str = Field(description="Directory watched for new files.")
+    path: str = Field(min_length=1, description="Directory watched for new files.")
     format: Literal["json", "csv", "text"] = Field(default="json", description="File format.")
     schema_ddl: str | None = Field(
         default=None,
@@ -293,8 +307,20 @@ def _under(path: str, mount: str) -> bool:
     return path == mount or path.startswith(mount + "/")
 
 
-_QUANTITY = r"^([0-9]+m|[0-9]+(\.[0-9]{1,3})?)$"
+_QUANTITY = r"^([1-9][0-9]{0,5}m|[0-9]{1,3}(\.[0-9]{1,3})?)$"
 """A Kubernetes CPU quantity: millicores (``500m``) or cores (``1``, ``0.5``)."""
+_MEMORY = r"^[1-9][0-9]{0,9}[kmgt]?$"
+"""A JVM memory size: digits (MiB) or with a k/m/g/t suffix; never 0."""
+_MIN_HEAP_BYTES = 450 * 2**20
+"""Spark refuses an executor heap under 1.5 x its 300 MiB reserve (471,859,200 bytes)."""
+_MAX_HEAP_BYTES = 2**40
+"""1 TiB: beyond any executor a node can hold."""
+
+
+def jvm_bytes(size: str) -> int:
+    """``512m`` -> bytes (no suffix means MiB, as Spark reads spark.executor.memory)."""
+    unit = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}.get(size[-1], 0)
+    return int(size[:-1]) * unit if unit else int(size) * 2**20
 
 
 class ExecutorSpec(SpecModel):
@@ -303,7 +329,10 @@ class ExecutorSpec(SpecModel):
     initial: int = Field(default=1, ge=0, le=1000, description="Executors at start (count).")
     cores: int = Field(default=1, ge=1, le=64, description="Cores (task slots) per executor.")
     memory: str = Field(
-        default="512m", pattern=r"^\d+[kmgt]?$", description="Executor heap, Spark format."
+        default="512m",
+        pattern=_MEMORY,
+        description="Executor heap, Spark format (at least 450m: Spark reserves 300 MiB and "
+        "refuses less than 1.5 times that).",
     )
     cpu: str | None = Field(
         default=None,
@@ -319,10 +348,20 @@ class ExecutorSpec(SpecModel):
     )
     memory_overhead: str | None = Field(
         default=None,
-        pattern=r"^\d+[kmgt]?$",
+        pattern=_MEMORY,
         description="Executor pod memory beyond the heap (Spark format); None = Spark's "
         "default (10%, at least 384m). Pod memory request = limit = memory + overhead.",
     )
+
+    @model_validator(mode="after")
+    def _heap(self) -> ExecutorSpec:
+        heap = jvm_bytes(self.memory)
+        if not _MIN_HEAP_BYTES <= heap <= _MAX_HEAP_BYTES:
+            raise ValueError(
+                f"memory ({self.memory}) must be between 450m and 1t: Spark refuses an executor "
+                "heap under 450m"
+            )
+        return self
 
 
 class SparkSpec(SpecModel):
@@ -389,6 +428,11 @@ class StreamJobSpec(SpecModel):
             raise ValueError(f"operator names must be unique; repeated: {', '.join(dupes)}")
         return self
 
+
+MAX_JOB_NAME = 47
+"""Spark's limit on spark.kubernetes.executor.podNamePrefix, which the controller sets to the
+job's name."""
+_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
 # --- status --------------------------------------------------------------------------------
 
@@ -468,3 +512,16 @@ class StreamJob(Model):
     metadata: ObjectMeta
     spec: StreamJobSpec
     status: StreamJobStatus | None = None
+
+    @model_validator(mode="after")
+    def _name_fits_the_owned_objects(self) -> StreamJob:
+        # The controller names the driver's headless Service "<name>-driver-svc" (a DNS-1035
+        # label, <= 63) and Spark prefixes executor pods with the name (<= 47 characters).
+        name = self.metadata.name
+        if len(name) > MAX_JOB_NAME or not _DNS_LABEL.fullmatch(name):
+            raise ValueError(
+                f"metadata.name ({name[:80]!r}): a StreamJob name must be a DNS label of at most "
+                f"{MAX_JOB_NAME} characters (lowercase letters, digits and '-', starting with a "
+                "letter): it names the driver's Service and prefixes every executor pod"
+            )
+        return self

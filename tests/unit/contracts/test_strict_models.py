@@ -94,3 +94,32 @@ def test_streamjob_values_are_taken_literally(
     with pytest.raises(ManifestError) as e:
         load_job(p)
     assert any(expected in line for line in e.value.problems), e.value.problems
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("statePartitions: 4", "statePartitions: 4\n  executors: {memory: '0'}",
+         "spec.executors.memory ('0'): String should match"),
+        ("statePartitions: 4", "statePartitions: 4\n  executors: {memory: 1k}",
+         "memory (1k) must be between 450m and 1t"),
+        ("trace: traces/sample-burst.csv", "trace: ''",
+         "spec.source.trace (''): String should have at"),
+        ("keys: 10000", "keys: " + "1" + "0" * 30, ":13:11: an integer of 31 digits"),
+        ("keys: 10000", "keys: " + "1" + "0" * 20, "spec.source.keys (100000000000000000000): "),
+        ("name: wordcount", "name: " + "w" * 48, "a DNS label of at most 47 characters"),
+        ("name: wordcount", "name: 9lives", "metadata.name ('9lives'): a StreamJob name"),
+    ],
+    ids=["memory-zero", "memory-below-spark-minimum", "empty-trace-path", "keys-1e30", "keys-1e20",
+         "name-too-long", "name-starts-with-a-digit"],
+)
+def test_accepted_but_failing_later_is_now_refused(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    text = SAMPLE_JOB.read_text()
+    assert old in text, old
+    p = tmp_path / "job.yaml"
+    p.write_text(text.replace(old, new, 1))
+    with pytest.raises(ManifestError) as e:
+        load_job(p)
+    assert any(expected in line for line in e.value.problems), e.value.problems
