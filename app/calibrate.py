@@ -123,8 +123,8 @@ def measure(job: StreamJob, master: str, workdir: Path) -> float:
         client = runner.client
         while time.monotonic() < deadline and len(rates) < MEASURED_BATCHES:
             st = client.status()
-            batch = st.get("lastCommittedBatch")
-            rate = true_rate(st.get("stages") or [])
+            batch = st.last_committed_batch
+            rate = true_rate([stage.model_dump() for stage in st.stages or []])
             if batch is not None and batch >= WARMUP_BATCHES and rate:
                 rates[int(batch)] = rate
             time.sleep(0.5)

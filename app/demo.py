@@ -25,6 +25,7 @@ from app import demo_report as report
 from app.calibrate import load_unit_rate
 from app.errors import AppError
 from contracts.manifests import load_job
+from contracts.runner_api import ActionState, RunnerStatus
 from contracts.streamjob import StreamJob
 from contracts.trace import load_trace
 from controller.adapters.prometheus import PrometheusSource
@@ -93,8 +94,8 @@ class RunnerActuator:
             if d.action is Action.REPARTITION and d.target_partitions is not None:
                 client.repartition(d.target_partitions)
                 last = client.wait_idle()
-                if last.get("state") == "failed":
-                    raise RuntimeError(f"repartition failed: {last.get('error')}")
+                if last is not None and last.state == ActionState.FAILED:
+                    raise RuntimeError(f"repartition failed: {last.error}")
         self.actions.append(record)
 
     def _recover(self, d: Decision) -> None:
@@ -248,7 +249,7 @@ def _record(
     chaos_log: list[dict[str, Any]] = []
     pending = list(events)
     prom_back_at: float | None = None
-    last: dict[str, Any] = {}
+    last = RunnerStatus()
     while (t := time.time() - t0) < run_for:
         while pending and pending[0][0] <= t:
             _, kind = pending.pop(0)
@@ -261,26 +262,21 @@ def _record(
             chaos_log.append({"t": round(t, 1), "event": "prometheus-restarted"})
         try:
             last = runner.client.status()
-            phase = str(last.get("phase"))
+            phase = str(last.phase)
         except Exception:
             phase = "Down"
-            last = {**last, "phase": phase}
         ev = marks.get(round(t))
-        rates, backlog, ex = (
-            last.get("rates") or {},
-            last.get("backlog") or {},
-            last.get("executors") or {},
-        )
+        rates, backlog, ex = last.rates, last.backlog, last.executors
         rows.append(
             report.Row(
                 t=round(t, 1),
-                input_rate=rates.get("arrival_rows_per_second"),
-                processed_rate=rates.get("processed_rows_per_second"),
-                backlog_records=backlog.get("records"),
-                lag_seconds=backlog.get("ageSeconds"),
-                executors=int(ex.get("live") or 0) if phase != "Down" else 0,
-                executors_target=ex.get("target"),
-                partitions=last.get("partitions"),
+                input_rate=rates.arrival_rows_per_second,
+                processed_rate=rates.processed_rows_per_second,
+                backlog_records=backlog.records,
+                lag_seconds=backlog.age_seconds,
+                executors=int(ex.live or 0) if phase != "Down" else 0,
+                executors_target=ex.target,
+                partitions=last.partitions,
                 phase=phase,
                 reason=ev.decision.reason.value if ev else "",
             )
@@ -305,11 +301,11 @@ def _inject(
     prom: PrometheusServer,
     cluster: Any,
     t: float,
-    status: dict[str, Any],
+    status: RunnerStatus,
 ) -> dict[str, Any]:
     event: dict[str, Any] = {"t": round(t, 1), "event": kind}
     if kind == "kill-driver":
-        event["last_committed_batch"] = status.get("lastCommittedBatch")
+        event["last_committed_batch"] = status.last_committed_batch
         runner.kill()
     elif kind == "kill-prometheus":
         prom.kill()

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.manifests import ManifestError, load_job
+from contracts.runner_api import CONTROL_PORT, METRICS_PORT, Phase, StopRequest
 
 
 def _runner_parser() -> argparse.ArgumentParser:
@@ -34,8 +35,8 @@ def _runner_parser() -> argparse.ArgumentParser:
     p.add_argument("--job", required=True, help="StreamJob manifest (YAML)")
     p.add_argument("--master", help="Spark master URL (default: spec.spark.master, else a local "
                                     "mini-cluster)")
-    p.add_argument("--control-port", type=int, default=8081, help="0 = any free port")
-    p.add_argument("--metrics-port", type=int, default=9108, help="0 = any free port")
+    p.add_argument("--control-port", type=int, default=CONTROL_PORT, help="0 = any free port")
+    p.add_argument("--metrics-port", type=int, default=METRICS_PORT, help="0 = any free port")
     p.add_argument("--bind", default="127.0.0.1", help="address of both endpoints")
     p.add_argument("--executors", type=int, help="executors at start (default: spec)")
     p.add_argument("--max-executors", type=int,
@@ -115,10 +116,10 @@ def runner_main(argv: list[str]) -> int:
         while not runner.wait_stopped(0.5):
             if stop_requested.is_set() and runner.action is None:
                 try:
-                    runner.submit("stop")
+                    runner.submit(StopRequest())
                 except Exception:  # not Running nor Failed: shut down as is
                     break
-        return 1 if runner.phase == "Failed" else 0
+        return 1 if runner.phase == Phase.FAILED else 0
     except KeyboardInterrupt:
         return 130
     except ClusterError as e:

@@ -7,13 +7,11 @@ Usage::
     ...
     server.stop()
 
-Routes: ``GET /healthz`` (no token), ``GET /status``, ``POST /executors {"target": n}``,
-``POST /repartition {"partitions": n}``, ``POST /stop``. Actions run in the background: POST
-answers 202 with the action id, ``/status`` shows progress and the result. A body may carry
-``"actionId"``: a repeat of a known id answers 200 with that action (``"duplicate": true``) and
-starts nothing, so a controller may retry after a crash without acting twice. A request while
-another action runs gets 409 with the current phase; a bad body 400 naming the field; a missing
-or wrong token 401.
+The routes, bodies and answers are declared in :mod:`contracts.runner_api` (``Route``, the
+request models, ``ActionAnswer``, ``BadRequest``, ``ConflictResponse``, ``RunnerStatus``): POST
+answers 202 with the action id and ``/status`` shows its progress; a known ``actionId`` answers
+200 (``"duplicate": true``) and starts nothing; 409 while another action runs; 400 naming the
+field; 401 without the token.
 """
 
 from __future__ import annotations
@@ -27,10 +25,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from contracts.runner_api import (
+    KIND_OF,
+    MAX_BODY_BYTES,
+    TOKEN_ENV,
+    ActionAnswer,
+    ConflictResponse,
+    ErrorResponse,
+    HealthResponse,
+    Phase,
+    RequestError,
+    Route,
+    WireModel,
+    parse_request,
+)
 from operators.runner import Conflict, JobRunner
 
-TOKEN_ENV = "STREAM_AUTOSCALER_TOKEN"
-MAX_BODY = 64 * 1024
+_ANSWERED = object()
+"""What :meth:`_Handler._body` returns once it has answered (413, 400)."""
 
 
 def load_token(token: str | None = None, token_file: str | Path | None = None) -> str:
@@ -86,83 +98,64 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path == "/healthz":
+        if self.path == Route.HEALTHZ:
             phase = self.runner.phase
-            self._send(200 if phase != "Failed" else 503, {"ok": phase != "Failed",
-                                                            "phase": phase})
-        elif self.path == "/status":
+            ok = phase != Phase.FAILED
+            self._send(200 if ok else 503, HealthResponse(ok=ok, phase=phase))
+        elif self.path == Route.STATUS:
             if self._authorized():
                 self._send(200, self.runner.status())
         else:
-            self._send(404, {"error": f"no route GET {self.path}"})
+            self._send(404, ErrorResponse(error=f"no route GET {self.path}"))
 
     def do_POST(self) -> None:
-        routes = {"/executors": ("executors", "target"), "/repartition":
-                  ("repartition", "partitions"), "/stop": ("stop", None)}
-        if self.path not in routes:
-            self._send(404, {"error": f"no route POST {self.path}"})
+        kind = KIND_OF.get(self.path)
+        if kind is None:
+            self._send(404, ErrorResponse(error=f"no route POST {self.path}"))
             return
         if not self._authorized():
             return
-        kind, field = routes[self.path]
         body = self._body()
-        if body is None:
-            return
-        params: dict[str, Any] = {}
-        if field is not None:
-            if field not in body:
-                self._send(400, {"error": f"{field}: required", "field": field})
-                return
-            params[field] = body[field]
-        action_id = body.get("actionId")
-        if action_id is not None and not isinstance(action_id, str):
-            self._send(400, {"error": "actionId: a string", "field": "actionId"})
+        if body is _ANSWERED:
             return
         try:
-            before = self.runner.find_action(action_id)
-            action = self.runner.submit(kind, action_id=action_id, **params)
+            request = parse_request(kind, body)
+            before = self.runner.find_action(request.action_id)
+            action = self.runner.submit(request)
+        except RequestError as e:
+            self._send(400, e.response())
         except Conflict as e:
-            self._send(409, {"error": str(e), "phase": e.phase,
-                             "action": e.action.to_dict() if e.action else None})
-        except ValueError as e:
-            self._send(400, {"error": str(e), "field": field})
+            self._send(409, ConflictResponse(error=str(e), phase=e.phase, action=e.action))
         else:
-            if before is not None:
-                self._send(200, {"action": action.id, "kind": action.kind,
-                                 "params": action.params, "state": action.state,
-                                 "duplicate": True, "phase": self.runner.phase})
-                return
-            self._send(202, {"action": action.id, "kind": kind, "params": params,
-                             "state": action.state, "phase": self.runner.phase})
+            self._send(200 if before is not None else 202,
+                       ActionAnswer.of(action, self.runner.phase, duplicate=before is not None))
 
     def _authorized(self) -> bool:
         header = self.headers.get("Authorization", "")
         given = header[7:] if header.startswith("Bearer ") else ""
         if given and hmac.compare_digest(given.encode(), self.token.encode()):
             return True
-        self._send(401, {"error": "missing or wrong bearer token"},
+        self._send(401, ErrorResponse(error="missing or wrong bearer token"),
                    {"WWW-Authenticate": "Bearer"})
         return False
 
-    def _body(self) -> dict[str, Any] | None:
+    def _body(self) -> Any:
+        """The parsed JSON body (any JSON value: the request model checks it), or
+        :data:`_ANSWERED` after answering 413 or 400."""
         length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            self._send(413, {"error": "body too large"})
-            return None
+        if length > MAX_BODY_BYTES:
+            self._send(413, ErrorResponse(error="body too large"))
+            return _ANSWERED
         raw = self.rfile.read(length) if length else b"{}"
         try:
-            body = json.loads(raw or b"{}")
+            return json.loads(raw or b"{}")
         except ValueError as e:
-            self._send(400, {"error": f"body: not JSON ({e})", "field": "body"})
-            return None
-        if not isinstance(body, dict):
-            self._send(400, {"error": "body: a JSON object is required", "field": "body"})
-            return None
-        return body
+            self._send(400, RequestError("body", f"body: not JSON ({e})").response())
+            return _ANSWERED
 
-    def _send(self, code: int, payload: dict[str, Any],
+    def _send(self, code: int, payload: WireModel,
               headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload, default=str).encode()
+        data = json.dumps(payload.to_wire(), default=str).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -20,7 +20,8 @@ Two sources, because neither has everything (docs/spark-facts.md):
 
 Stage names: a stage that reads no shuffle is the read stage (``source``); stages that read a
 shuffle are the stateful operators in pipeline order (``stateful``), any beyond them
-``stateless``. Every metric name is listed in docs/runner.md.
+``stateless``. Every metric is declared in :mod:`contracts.metric_names` (documented in the
+README and docs/runner.md).
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ from prometheus_client import (
 )
 from pyspark.sql.streaming import StreamingQueryListener
 
+from contracts import metric_names as M
+from contracts.runner_api import Phase
+
 disable_created_metrics()  # the *_created series only add noise for gauges-like counters
-P = "stream_autoscaler_"
-PHASES = ("Starting", "Running", "Scaling", "Repartitioning", "Stopping", "Stopped", "Failed")
 BATCH_PARTS = ("addBatch", "commitOffsets", "getBatch", "latestOffset", "queryPlanning",
                "walCommit", "triggerExecution")
 
@@ -68,93 +70,85 @@ class Backlog:
 
 
 class RunnerMetrics:
-    """The Prometheus registry of one runner, and the latest values for ``/status``."""
+    """The Prometheus registry of one runner (every metric of :mod:`contracts.metric_names`),
+    and the latest values for ``/status`` (:meth:`latest_values`)."""
 
     def __init__(self, job: str, stateful: Sequence[str] = ()) -> None:
         self.job = job
         self.stateful = list(stateful)
         self.registry = CollectorRegistry()
-        self.latest: dict[str, Any] = {}
+        self._latest: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._arrivals: tuple[float, float] | None = None
         self._input_rows: dict[int, float] = {}
-        r, j, jo = self.registry, ["job"], ["job", "operator"]
+        r = self.registry
 
-        def g(name: str, doc: str, labels: list[str] = j) -> Gauge:
-            return Gauge(P + name, doc, labels, registry=r)
+        def g(m: M.Metric) -> Gauge:
+            assert m.type == "gauge", m
+            return Gauge(m.full, m.help, list(m.labels), registry=r)
 
-        def c(name: str, doc: str, labels: list[str] = j) -> Counter:
-            return Counter(P + name, doc, labels, registry=r)
+        def c(m: M.Metric) -> Counter:
+            assert m.type == "counter", m
+            return Counter(m.full, m.help, list(m.labels), registry=r)
 
-        def s(name: str, doc: str, labels: list[str] = j) -> Summary:
-            return Summary(P + name, doc, labels, registry=r)
+        def s(m: M.Metric) -> Summary:
+            assert m.type == "summary", m
+            return Summary(m.full, m.help, list(m.labels), registry=r)
 
-        self.up = g("up", "1 while the runner is up.")
-        self.phase = g("phase", "1 for the runner's current lifecycle phase.", ["job", "phase"])
-        self.arrival_rate = g("arrival_rows_per_second", "Records/s arriving at the source.")
-        self.input_rate = g("input_rows_per_second", "Records/s read by the last batch (Spark).")
-        self.processed_rate = g("processed_rows_per_second", "Records/s the last batch processed.")
-        self.input_rows = c("input_rows", "Records read by committed batches.")
-        self.batches = c("batches", "Committed batches.")
-        self.batch_duration = g("last_batch_duration_seconds", "Duration of the last batch.")
-        self.batch_duration_sum = s("batch_duration_seconds", "Batch durations.")
-        self.batch_part = g("last_batch_part_seconds", "Last batch's durationMs parts.",
-                            ["job", "part"])
-        self.batch_part_sum = s("batch_part_seconds", "Batch durationMs parts.", ["job", "part"])
-        self.overhead = g("last_batch_overhead_seconds", "Last batch's fixed driver time "
-                          "(trigger execution minus addBatch).")
-        self.overhead_sum = s("batch_overhead_seconds", "Per-batch fixed driver time.")
-        self.trigger = g("trigger_interval_seconds", "Trigger interval (0 = as fast as possible).")
-        self.backlog_records = g("backlog_records", "Records arrived but not yet processed.")
-        self.backlog_age = g("backlog_age_seconds", "Age of the oldest unprocessed record.")
-        self.executors = g("executors", "Live executors.")
-        self.executor_cores = g("executor_cores", "Cores (task slots) per executor.")
-        self.target_executors = g("target_executors", "Executors last requested.")
-        self.task_slots = g("task_slots", "Live executors x cores per executor.")
-        self.source_partitions = g("source_partitions", "Source partitions: the read-stage cap.")
-        self.state_partitions = g("state_partitions", "State partitions (shuffle partitions).")
-        jtp = ["job", "topic", "partition"]
-        self.kafka_behind = g("kafka_offsets_behind_latest", "Kafka: offsets between the last "
-                              "committed batch's end and the broker's latest, per partition.", jtp)
-        self.kafka_age = g("kafka_backlog_age_seconds", "Kafka: age of the oldest unprocessed "
-                           "record of the partition (its timestamp); 0 when none waits.", jtp)
-        self.last_batch = g("last_committed_batch", "Id of the last committed batch.")
-        self.last_progress = g("last_progress_timestamp_seconds", "Unix time of the last batch.")
-        self.failures = c("query_failures", "Query terminations with an error.")
-        self.failed_tasks = c("failed_tasks", "Failed tasks in the job's stages.")
-        self.actions = c("actions", "Control actions by kind and outcome.",
-                         ["job", "action", "outcome"])
-        self.action_seconds = g("last_action_seconds", "Duration of the last action by step.",
-                                ["job", "action", "step"])
-        self.state_rows = g("state_rows", "Keys in state, per stateful operator.", jo)
-        self.state_bytes = g("state_bytes", "State size on disk (RocksDB SST files).", jo)
-        self.state_memory = g("state_memory_bytes", "State store memory in use.", jo)
-        self.state_op_partitions = g("state_operator_partitions", "State partitions per "
-                                     "stateful operator.", jo)
-        self.state_rows_updated = c("state_rows_updated", "State rows updated.", jo)
-        jok = ["job", "operator", "kind"]
-        self.stage_rows = c("stage_rows", "Rows into each stage.", jok)
-        self.stage_busy = c("stage_busy_seconds", "Task run time summed over a stage's tasks.", jok)
-        self.stage_wall = c("stage_wall_seconds", "Stage wall time (first launch to completion).",
-                            jok)
-        self.stage_batches = c("stage_batches", "Batches in which the stage ran.", jok)
-        self.stage_tasks = g("stage_tasks", "Tasks of the stage in the last batch (partitions).",
-                             jok)
-        self.stage_max_task = g("stage_max_task_seconds", "Longest task, last batch.", jok)
-        self.stage_median_task = g("stage_median_task_seconds", "Median task, last batch.", jok)
-        self.executor_tasks = c("executor_tasks", "Tasks run per executor.", ["job", "executor"])
-        self.memory_ratio = g("executor_memory_used_ratio", "Executors' storage memory in use / "
-                              "available (the UI's memoryUsed / maxMemory, summed).")
+        self.up = g(M.UP)
+        self.phase = g(M.PHASE)
+        self.arrival_rate = g(M.ARRIVAL_RATE)
+        self.input_rate = g(M.INPUT_RATE)
+        self.processed_rate = g(M.PROCESSED_RATE)
+        self.input_rows = c(M.INPUT_ROWS)
+        self.batches = c(M.BATCHES)
+        self.batch_duration = g(M.LAST_BATCH_DURATION)
+        self.batch_duration_sum = s(M.BATCH_DURATION)
+        self.batch_part = g(M.LAST_BATCH_PART)
+        self.batch_part_sum = s(M.BATCH_PART)
+        self.overhead = g(M.LAST_BATCH_OVERHEAD)
+        self.overhead_sum = s(M.BATCH_OVERHEAD)
+        self.trigger = g(M.TRIGGER_INTERVAL)
+        self.backlog_records = g(M.BACKLOG_RECORDS)
+        self.backlog_age = g(M.BACKLOG_AGE)
+        self.executors = g(M.EXECUTORS)
+        self.executor_cores = g(M.EXECUTOR_CORES)
+        self.target_executors = g(M.TARGET_EXECUTORS)
+        self.task_slots = g(M.TASK_SLOTS)
+        self.source_partitions = g(M.SOURCE_PARTITIONS)
+        self.state_partitions = g(M.STATE_PARTITIONS)
+        self.kafka_behind = g(M.KAFKA_BEHIND)
+        self.kafka_age = g(M.KAFKA_AGE)
+        self.last_batch = g(M.LAST_COMMITTED_BATCH)
+        self.last_progress = g(M.LAST_PROGRESS)
+        self.failures = c(M.QUERY_FAILURES)
+        self.failed_tasks = c(M.FAILED_TASKS)
+        self.actions = c(M.ACTIONS)
+        self.action_seconds = g(M.LAST_ACTION_SECONDS)
+        self.state_rows = g(M.STATE_ROWS)
+        self.state_bytes = g(M.STATE_BYTES)
+        self.state_memory = g(M.STATE_MEMORY)
+        self.state_op_partitions = g(M.STATE_OPERATOR_PARTITIONS)
+        self.state_rows_updated = c(M.STATE_ROWS_UPDATED)
+        self.stage_rows = c(M.STAGE_ROWS)
+        self.stage_busy = c(M.STAGE_BUSY)
+        self.stage_wall = c(M.STAGE_WALL)
+        self.stage_batches = c(M.STAGE_BATCHES)
+        self.stage_tasks = g(M.STAGE_TASKS)
+        self.stage_max_task = g(M.STAGE_MAX_TASK)
+        self.stage_median_task = g(M.STAGE_MEDIAN_TASK)
+        self.executor_tasks = c(M.EXECUTOR_TASKS)
+        self.memory_ratio = g(M.EXECUTOR_MEMORY_RATIO)
         self.up.labels(job).set(1)
-        self.set_phase("Starting")
+        self.set_phase(Phase.STARTING)
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> Any:
         """Serve ``/metrics`` on ``addr:port`` in a daemon thread; returns the server."""
         return start_http_server(port, addr=addr, registry=self.registry)
 
-    def set_phase(self, phase: str) -> None:
-        for p in PHASES:
-            self.phase.labels(self.job, p).set(1 if p == phase else 0)
+    def set_phase(self, phase: Phase) -> None:
+        for p in Phase:
+            self.phase.labels(self.job, p.value).set(1 if p == phase else 0)
 
     def set_executors(self, live: int | None, target: int | None, cores: int) -> None:
         self.executor_cores.labels(self.job).set(cores)
@@ -222,7 +216,7 @@ class RunnerMetrics:
             self._input_rows[int(p.get("batchId", -1))] = rows
             while len(self._input_rows) > 64:
                 self._input_rows.pop(min(self._input_rows))
-            self.latest.update(
+            self._latest.update(
                 batch=p.get("batchId"), batch_duration_seconds=total, overhead_seconds=overhead,
                 input_rows_per_second=p.get("inputRowsPerSecond"),
                 processed_rows_per_second=p.get("processedRowsPerSecond"),
@@ -265,13 +259,15 @@ class RunnerMetrics:
                     placement[ex] = placement.get(ex, 0) + n
             st.name = name
         with self._lock:
-            self.latest["stages_batch"] = batch
-            self.latest["stages"] = [s.to_dict() for s in stages]
-            self.latest["stateful_tasks_by_executor"] = placement
+            self._latest["stages_batch"] = batch
+            self._latest["stages"] = [s.to_dict() for s in stages]
+            self._latest["stateful_tasks_by_executor"] = placement
 
-    def snapshot(self) -> dict[str, Any]:
+    def latest_values(self) -> dict[str, Any]:
+        """A copy of the last batch's values for ``/status`` (rates, backlog, batch duration,
+        stages, stateful tasks by executor); a key is absent until its first batch."""
         with self._lock:
-            return dict(self.latest)
+            return dict(self._latest)
 
 
 @dataclass

@@ -21,7 +21,7 @@ log = structlog.get_logger(__name__)
 QueryFn = Callable[[str], list[dict[str, Any]]]
 """Runs one instant PromQL query; returns the API's ``result`` list (vector)."""
 
-_INT_FIELDS = {
+INT_FIELDS = {
     "executors",
     "cores_per_executor",
     "target_executors",
@@ -30,6 +30,7 @@ _INT_FIELDS = {
     "failed_tasks",
     "last_committed_batch",
 }
+"""Snapshot fields that count things: the query's float is rounded."""
 
 
 class SnapshotSource(Protocol):
@@ -79,20 +80,37 @@ class PrometheusSource:
         except MetricsUnavailable as e:
             log.warning("metrics_unavailable", job=job, error=str(e))
             return MetricsSnapshot(job=job, unavailable=str(e))
-        driver_up = scalars.pop("driver_up")
-        fields: dict[str, Any] = {
-            k: (round(v) if k in _INT_FIELDS and v is not None else v) for k, v in scalars.items()
-        }
-        anything = any(v is not None for v in fields.values()) or driver_up is not None
-        return MetricsSnapshot(
-            job=job,
-            observed_at=now if anything else None,
-            window_seconds=window.window_seconds,
-            driver_up=None if driver_up is None else driver_up >= 1,
-            stages=_stages(per_op, per_state),
-            unavailable=None if anything else "Prometheus has no series for this job",
-            **fields,
-        )
+        return assemble_snapshot(job, window, now, scalars, per_op, per_state)
+
+
+def assemble_snapshot(
+    job: str,
+    window: Window,
+    now: float,
+    scalars: dict[str, float | None],
+    per_op: dict[str, dict[tuple[str, str], float]],
+    per_state: dict[str, dict[tuple[str, str], float]],
+) -> MetricsSnapshot:
+    """The MetricsSnapshot of one evaluation from its query results, however they were had
+    (Prometheus here, a direct scrape in :mod:`.scrape`): ``scalars`` by snapshot field (with
+    ``driver_up``), ``per_op``/``per_state`` by field then ``(operator, kind or "")``. Counts
+    are rounded to integers; with no value at all the snapshot has no data and says so."""
+    fields: dict[str, Any] = {
+        k: (round(v) if k in INT_FIELDS and v is not None else v)
+        for k, v in scalars.items()
+        if k != "driver_up"
+    }
+    driver_up = scalars.get("driver_up")
+    anything = any(v is not None for v in fields.values()) or driver_up is not None
+    return MetricsSnapshot(
+        job=job,
+        observed_at=now if anything else None,
+        window_seconds=window.window_seconds,
+        driver_up=None if driver_up is None else driver_up >= 1,
+        stages=_stages(per_op, per_state),
+        unavailable=None if anything else "Prometheus has no series for this job",
+        **fields,
+    )
 
 
 def _value(sample: dict[str, Any]) -> float | None:

@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
+from pydantic import BaseModel, ValidationError
+
+from contracts.runner_api import (
+    PARAM_OF,
+    ROUTE_OF,
+    ActionAnswer,
+    ActionKind,
+    ActionRecord,
+    ActionRequest,
+    RequestError,
+    Route,
+    RunnerStatus,
+    parse_request,
+)
+
+M = TypeVar("M", bound=BaseModel)
 
 REQUEST_TIMEOUT_SECONDS = 5.0
 """A healthy runner answers /status in milliseconds; 5 s means it is gone or wedged."""
@@ -28,7 +44,8 @@ class RunnerRefused(Exception):
 
 
 class RunnerClient:
-    """A small client for GET /healthz, GET /status, POST /executors, /repartition, /stop."""
+    """A small client for GET /healthz, GET /status, POST /executors, /repartition, /stop; the
+    answers are the models of :mod:`contracts.runner_api`."""
 
     def __init__(self, base_url: str, token: str) -> None:
         self.base_url = base_url.rstrip("/")
@@ -43,43 +60,66 @@ class RunnerClient:
         except requests.RequestException as e:
             raise RunnerUnavailable(f"{self.base_url}: {type(e).__name__}") from e
         try:
-            data: dict[str, Any] = r.json()
+            data = r.json()
         except ValueError:
             data = {"error": r.text[:200]}
+        if not isinstance(data, dict):
+            data = {"error": f"not a JSON object: {str(data)[:200]}"}
         if r.status_code >= 400:
             raise RunnerRefused(r.status_code, data)
         return data
 
+    def _parse(self, model: type[M], data: dict[str, Any]) -> M:
+        try:
+            return model.model_validate(data)
+        except ValidationError as e:  # an answer we cannot read is no answer: unknown
+            raise RunnerUnavailable(
+                f"{self.base_url}: unreadable {model.__name__}: {e.errors()[0]['msg']}"
+            ) from e
+
     def healthy(self) -> bool:
         try:
-            self._call("GET", "/healthz")
+            self._call("GET", Route.HEALTHZ)
         except (RunnerUnavailable, RunnerRefused):
             return False
         return True
 
-    def status(self) -> dict[str, Any]:
-        return self._call("GET", "/status")
+    def status(self) -> RunnerStatus:
+        return self._parse(RunnerStatus, self._call("GET", Route.STATUS))
 
-    def set_executors(self, target: int, action_id: str | None = None) -> dict[str, Any]:
-        return self._call("POST", "/executors", _with_id({"target": target}, action_id))
+    def submit(self, request: ActionRequest) -> ActionAnswer:
+        """POST one action; 202 (started) or 200 (a known ``actionId``: ``duplicate``)."""
+        data = self._call("POST", ROUTE_OF[request.kind], request.body())
+        return self._parse(ActionAnswer, data)
 
-    def repartition(self, partitions: int, action_id: str | None = None) -> dict[str, Any]:
-        return self._call("POST", "/repartition", _with_id({"partitions": partitions}, action_id))
+    def set_executors(self, target: int, action_id: str | None = None) -> ActionAnswer:
+        return self.submit(_request(ActionKind.EXECUTORS, target, action_id))
 
-    def stop(self, action_id: str | None = None) -> dict[str, Any]:
-        return self._call("POST", "/stop", _with_id({}, action_id))
+    def repartition(self, partitions: int, action_id: str | None = None) -> ActionAnswer:
+        return self.submit(_request(ActionKind.REPARTITION, partitions, action_id))
 
-    def wait_idle(self, timeout: float = ACTION_TIMEOUT_SECONDS) -> dict[str, Any]:
+    def stop(self, action_id: str | None = None) -> ActionAnswer:
+        return self.submit(_request(ActionKind.STOP, None, action_id))
+
+    def wait_idle(self, timeout: float = ACTION_TIMEOUT_SECONDS) -> ActionRecord | None:
         """Waits until no action is in progress; returns the last action's record."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             st = self.status()
-            if not st.get("action"):
-                return dict(st.get("lastAction") or {})
+            if st.action is None:
+                return st.last_action
             time.sleep(0.5)
         raise RunnerUnavailable(f"{self.base_url}: action still running after {timeout:g} s")
 
 
-def _with_id(body: dict[str, Any], action_id: str | None) -> dict[str, Any]:
-    """The body with ``actionId`` when given: the runner then starts an action only once."""
-    return {**body, "actionId": action_id} if action_id else body
+def _request(kind: ActionKind, value: int | None, action_id: str | None) -> ActionRequest:
+    """The request model, checked as the runner checks it: a value it would refuse with 400 is
+    refused here the same way (RunnerRefused), without a round trip."""
+    param = PARAM_OF[kind]
+    body: dict[str, Any] = {} if param is None else {param: value}
+    if action_id:
+        body["actionId"] = action_id
+    try:
+        return parse_request(kind, body)
+    except RequestError as e:
+        raise RunnerRefused(400, e.response().to_wire()) from e

@@ -35,18 +35,19 @@ import math
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import requests
 import structlog
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.adapters.prometheus import _INT_FIELDS, _stages
+from contracts import metric_names as M
+from contracts.metric_names import Metric
+from controller.adapters.prometheus import assemble_snapshot
 from controller.adapters.promql import Window
 from controller.core.snapshot import MetricsSnapshot
 
 log = structlog.get_logger(__name__)
-P = "stream_autoscaler_"
 
 SCRAPE_TIMEOUT_SECONDS = 3.0
 """A runner renders /metrics in about a millisecond; 3 s means it is gone or wedged, and a
@@ -70,61 +71,62 @@ FetchText = Callable[[str], tuple[int, str]]
 
 @dataclass(frozen=True)
 class Rule:
-    """How one snapshot field is computed: ``function`` of ``metric`` aggregated ``by`` labels.
+    """How one snapshot field is computed: ``function`` of ``metric`` aggregated ``by`` labels
+    (``metric`` None for ``up``: the scrape itself)."""
 
-    ``metric`` is the name after ``stream_autoscaler_`` (a summary's base for ``rate_ratio``).
-    """
-
-    metric: str
+    metric: Metric | None
     function: Function
     by: tuple[str, ...] = ()
 
     def samples(self) -> tuple[str, ...]:
-        """Exposition sample names this rule reads."""
-        if self.function == "up":
-            return ()
-        if self.function == "rate_ratio":
-            return (P + self.metric + "_sum", P + self.metric + "_count")
-        return (P + self.metric,)
+        """Exposition sample names this rule reads (a counter's ``_total``, a summary's
+        ``_sum`` and ``_count``)."""
+        return () if self.metric is None else self.metric.series
+
+    @property
+    def sample(self) -> str:
+        """The one sample name of a rule over a gauge or a counter."""
+        assert self.metric is not None and self.metric.type != "summary", self
+        return self.metric.series[0]
 
 
 SCALAR_RULES: dict[str, Rule] = {
-    "driver_up": Rule("up", "up"),
-    "arrival_rate": Rule("arrival_rows_per_second", "avg_over_arrival"),
-    "processed_rate": Rule("input_rows_total", "rate"),
-    "batches": Rule("batches_total", "increase"),
-    "batch_duration_seconds": Rule("batch_duration_seconds", "rate_ratio"),
-    "overhead_seconds": Rule("batch_overhead_seconds", "rate_ratio"),
-    "trigger_interval_seconds": Rule("trigger_interval_seconds", "max"),
-    "backlog_records": Rule("backlog_records", "max"),
-    "backlog_age_seconds": Rule("backlog_age_seconds", "max"),
-    "executors": Rule("executors", "max"),
-    "cores_per_executor": Rule("executor_cores", "max"),
-    "target_executors": Rule("target_executors", "max"),
-    "source_partitions": Rule("source_partitions", "max"),
-    "seconds_since_progress": Rule("last_progress_timestamp_seconds", "age"),
-    "failed_tasks": Rule("failed_tasks_total", "increase"),
-    "last_committed_batch": Rule("last_committed_batch", "max"),
-    "memory_used_ratio": Rule("executor_memory_used_ratio", "max"),
+    "driver_up": Rule(None, "up"),
+    "arrival_rate": Rule(M.ARRIVAL_RATE, "avg_over_arrival"),
+    "processed_rate": Rule(M.INPUT_ROWS, "rate"),
+    "batches": Rule(M.BATCHES, "increase"),
+    "batch_duration_seconds": Rule(M.BATCH_DURATION, "rate_ratio"),
+    "overhead_seconds": Rule(M.BATCH_OVERHEAD, "rate_ratio"),
+    "trigger_interval_seconds": Rule(M.TRIGGER_INTERVAL, "max"),
+    "backlog_records": Rule(M.BACKLOG_RECORDS, "max"),
+    "backlog_age_seconds": Rule(M.BACKLOG_AGE, "max"),
+    "executors": Rule(M.EXECUTORS, "max"),
+    "cores_per_executor": Rule(M.EXECUTOR_CORES, "max"),
+    "target_executors": Rule(M.TARGET_EXECUTORS, "max"),
+    "source_partitions": Rule(M.SOURCE_PARTITIONS, "max"),
+    "seconds_since_progress": Rule(M.LAST_PROGRESS, "age"),
+    "failed_tasks": Rule(M.FAILED_TASKS, "increase"),
+    "last_committed_batch": Rule(M.LAST_COMMITTED_BATCH, "max"),
+    "memory_used_ratio": Rule(M.EXECUTOR_MEMORY_RATIO, "max"),
 }
 """promql.SCALARS, field by field."""
 
 _STAGE = ("operator", "kind")
 PER_OPERATOR_RULES: dict[str, Rule] = {
-    "rows": Rule("stage_rows_total", "increase", _STAGE),
-    "busy_seconds": Rule("stage_busy_seconds_total", "increase", _STAGE),
-    "wall_seconds": Rule("stage_wall_seconds_total", "increase", _STAGE),
-    "partitions": Rule("stage_tasks", "max", _STAGE),
-    "max_task_seconds": Rule("stage_max_task_seconds", "max", _STAGE),
-    "median_task_seconds": Rule("stage_median_task_seconds", "max", _STAGE),
+    "rows": Rule(M.STAGE_ROWS, "increase", _STAGE),
+    "busy_seconds": Rule(M.STAGE_BUSY, "increase", _STAGE),
+    "wall_seconds": Rule(M.STAGE_WALL, "increase", _STAGE),
+    "partitions": Rule(M.STAGE_TASKS, "max", _STAGE),
+    "max_task_seconds": Rule(M.STAGE_MAX_TASK, "max", _STAGE),
+    "median_task_seconds": Rule(M.STAGE_MEDIAN_TASK, "max", _STAGE),
 }
 """promql.PER_OPERATOR, field by field."""
 
 PER_STATE_OPERATOR_RULES: dict[str, Rule] = {
-    "state_rows": Rule("state_rows", "max", ("operator",)),
-    "state_bytes": Rule("state_bytes", "max", ("operator",)),
-    "state_memory_bytes": Rule("state_memory_bytes", "max", ("operator",)),
-    "state_partitions": Rule("state_operator_partitions", "max", ("operator",)),
+    "state_rows": Rule(M.STATE_ROWS, "max", ("operator",)),
+    "state_bytes": Rule(M.STATE_BYTES, "max", ("operator",)),
+    "state_memory_bytes": Rule(M.STATE_MEMORY, "max", ("operator",)),
+    "state_partitions": Rule(M.STATE_OPERATOR_PARTITIONS, "max", ("operator",)),
 }
 """promql.PER_STATE_OPERATOR, field by field."""
 
@@ -223,18 +225,7 @@ def evaluate(
     scalars = {f: _scalar(ctx, rule, w, a) for f, rule in SCALAR_RULES.items()}
     per_op = {f: _grouped(ctx, rule, w) for f, rule in PER_OPERATOR_RULES.items()}
     per_state = {f: _grouped(ctx, rule, w) for f, rule in PER_STATE_OPERATOR_RULES.items()}
-    driver_up = scalars.pop("driver_up")
-    fields: dict[str, Any] = {
-        k: (round(v) if k in _INT_FIELDS and v is not None else v) for k, v in scalars.items()
-    }
-    return MetricsSnapshot(
-        job=job,
-        observed_at=now,
-        window_seconds=window.window_seconds,
-        driver_up=driver_up is not None and driver_up >= 1,
-        stages=_stages(per_op, per_state),
-        **fields,
-    )
+    return assemble_snapshot(job, window, now, scalars, per_op, per_state)
 
 
 def _spans(window: Window) -> tuple[float, float]:
@@ -270,9 +261,10 @@ def _finite(v: float | None) -> float | None:
 
 
 def _scalar(ctx: _Range, rule: Rule, w: float, a: float) -> float | None:
-    name = P + rule.metric
     if rule.function == "up":
         return 1.0 if ctx.scrapes else None
+    assert rule.metric is not None
+    name = rule.metric.full if rule.metric.type == "summary" else rule.sample
     if rule.function == "max":
         return _finite(_max(ctx.latest.get(name, {}).values()))
     if rule.function == "age":
@@ -290,12 +282,12 @@ def _scalar(ctx: _Range, rule: Rule, w: float, a: float) -> float | None:
         values = [v for _, v in next(iter(series.values()))]
         return _finite(sum(values) / len(values))
     if rule.function == "rate_ratio":
-        num = _sum_counters(ctx, name + "_sum", w, True)
-        den = _sum_counters(ctx, name + "_count", w, True)
+        num = _sum_counters(ctx, rule.metric.sum, w, True)
+        den = _sum_counters(ctx, rule.metric.count, w, True)
         if num is None or den is None or den == 0:  # 0/0 is NaN in PromQL: unknown
             return None
         return _finite(num / den)
-    return _finite(_sum_counters(ctx, name, w, rule.function == "rate"))
+    return _finite(_sum_counters(ctx, rule.sample, w, rule.function == "rate"))
 
 
 def _sum_counters(ctx: _Range, name: str, w: float, is_rate: bool) -> float | None:
@@ -307,7 +299,7 @@ def _grouped(ctx: _Range, rule: Rule, w: float) -> dict[tuple[str, str], float]:
     """``sum by``/``max by`` ``rule.by``, keyed ``(operator, kind or "")`` as PrometheusSource's
     ``_by`` keys them; series without ``operator`` and unknown values are left out."""
     groups: dict[tuple[str, str], list[float | None]] = {}
-    name = P + rule.metric
+    name = rule.sample
     if rule.function == "max":
         values: Iterable[tuple[Labels, float | None]] = ctx.latest.get(name, {}).items()
     else:

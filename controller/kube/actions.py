@@ -11,7 +11,9 @@ An intent (action id, targets) reaches status before the runner hears of it. Eac
 carries its own id (``<id>-x`` executors, then ``<id>`` repartition), and the runner keeps its
 recent actions by id, so a step is sent at most once whatever restarts in between: a restarted
 controller asks the runner about the id and follows it, sends a step the runner never got, or
-abandons an intent older than ``intent_timeout_seconds``.
+abandons an intent older than ``intent_timeout_seconds``. The engine's actions and the runner's
+action kinds differ: :func:`steps` maps one to the other (the table is in
+:mod:`contracts.runner_api`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from contracts.history import HistoryEntry, HistoryLimits, ScalingHistory
+from contracts.runner_api import ActionKind, ActionState, Phase, RunnerStatus
 from contracts.streamjob import ActionIntent
 from controller.adapters.runner_client import RunnerClient, RunnerRefused, RunnerUnavailable
-from controller.core import Decision, MetricsSnapshot
+from controller.core import Action, Decision, MetricsSnapshot
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.settings import ControllerSettings
 from controller.kube.status import PHASE_FOR_ACTION, StatusDraft
@@ -97,8 +100,8 @@ class Actions:
                         f"{intent.action} {intent.action_id} was in flight "
                         f"({draft.now - intent.started_at:.0f} s) when the previous controller "
                         "stopped: following it to its end (never sending a step twice)")
-        if intent.action == "recover":
-            if runner is not None and runner.get("phase") == "Running":
+        if intent.action == Action.RECOVER:
+            if runner is not None and runner.phase == Phase.RUNNING:
                 return self._end(obj, draft, intent, "succeeded", "", runner)
             if draft.now - intent.started_at >= self.settings.intent_timeout_seconds:
                 return self._end(obj, draft, intent, "abandoned",
@@ -110,18 +113,19 @@ class Actions:
 
     def _advance(
         self, obj: Obj, draft: StatusDraft, client: RunnerClient, intent: ActionIntent,
-        runner: Obj | None, refusal_ends: bool, history_before: ScalingHistory | None = None,
+        runner: RunnerStatus | None, refusal_ends: bool,
+        history_before: ScalingHistory | None = None,
     ) -> float:
         """Moves an intent one step on: each step is a runner action under its own id, sent
         only if the runner does not know that id (so a restarted controller never repeats it)."""
         age = draft.now - intent.started_at
-        if intent.action == "recover":
+        if intent.action == Action.RECOVER:
             self.recover(obj)
             draft.phase("Recovering")
             self.write(obj, draft)
             return self.settings.action_poll_seconds
         for step_id, kind, value in steps(intent):
-            record = find_action(runner, step_id) if runner else None
+            record = runner.find_action(step_id) if runner else None
             if record is None:
                 if age >= self.settings.intent_timeout_seconds:
                     # too old to send now: the job has moved on since it was decided
@@ -132,7 +136,7 @@ class Actions:
                     self.write(obj, draft)
                     return self.settings.action_poll_seconds
                 try:
-                    if kind == "executors":
+                    if kind == ActionKind.EXECUTORS:
                         client.set_executors(value, step_id)
                     else:
                         client.repartition(value, step_id)
@@ -145,23 +149,23 @@ class Actions:
                     return self.settings.action_poll_seconds
                 self.write(obj, draft)
                 return self.settings.action_poll_seconds
-            state = record.get("state")
-            if state == "running":
+            state = record.state
+            if state == ActionState.RUNNING:
                 draft.phase(PHASE_FOR_ACTION.get(intent.action, "Scaling"))
                 self.write(obj, draft)
                 return self.settings.action_poll_seconds
-            if state != "succeeded":
+            if state != ActionState.SUCCEEDED:
                 return self._end(obj, draft, intent, "failed",
-                                        f"{kind}: {record.get('error') or state}", runner)
+                                        f"{kind}: {record.error or state}", runner)
         return self._end(obj, draft, intent, "succeeded", "", runner)
 
     def _end(
         self, obj: Obj, draft: StatusDraft, intent: ActionIntent, outcome: str, detail: str,
-        runner: Obj | None,
+        runner: RunnerStatus | None,
     ) -> float:
         draft.set_intent(None)
         draft.observe(None, runner)
-        draft.phase("Running" if runner and runner.get("phase") == "Running" else "Degraded")
+        draft.phase("Running" if runner and runner.phase == Phase.RUNNING else "Degraded")
         took = draft.now - intent.started_at
         msg = f"{intent.action} {intent.action_id} {outcome} after {took:.0f} s"
         if detail:
@@ -178,31 +182,38 @@ class Actions:
 # --- runner steps -----------------------------------------------------------------------
 
 
-def try_status(client: RunnerClient) -> Obj | None:
+def try_status(client: RunnerClient) -> RunnerStatus | None:
+    """The runner's status, or None when it cannot be had (unknown, not an error)."""
     try:
         return client.status()
     except (RunnerUnavailable, RunnerRefused):
         return None
 
 
-def find_action(runner: Obj, action_id: str) -> Obj | None:
-    for a in [runner.get("action"), *(runner.get("recentActions") or [])]:
-        if a and a.get("id") == action_id:
-            return dict(a)
-    return None
+def steps(intent: ActionIntent) -> list[tuple[str, ActionKind, int]]:
+    """The runner actions of an intent, in order, each with its own id: where the engine's
+    actions (``controller.core.Action``) become the runner's (``contracts.runner_api.ActionKind``).
 
+    ==============  =======================================================================
+    engine          runner steps
+    ==============  =======================================================================
+    ``scale``       ``executors`` under the intent's id
+    ``repartition`` ``executors`` under ``<id>-x`` when the executors change too (they
+                    register while the query runs), then ``repartition`` under the id (stop
+                    at a batch boundary, repartition onto them, resume)
+    ``recover``     none: the driver pod is restarted (``Actions.recover``)
+    ==============  =======================================================================
 
-def steps(intent: ActionIntent) -> list[tuple[str, str, int]]:
-    """The runner actions of an intent, in order, each with its own id. A repartition that also
-    changes executors first sets the executors (they register while the query runs), then
-    stops at a batch boundary and repartitions onto them."""
-    steps: list[tuple[str, str, int]] = []
-    if intent.action == "scale":
-        steps.append((intent.action_id, "executors", int(intent.target_executors or 0)))
-    elif intent.action == "repartition":
+    Deleting a StreamJob sends ``stop`` (:func:`stop_runner`)."""
+    steps: list[tuple[str, ActionKind, int]] = []
+    if intent.action == Action.SCALE:
+        steps.append((intent.action_id, ActionKind.EXECUTORS, int(intent.target_executors or 0)))
+    elif intent.action == Action.REPARTITION:
         if intent.target_executors is not None:
-            steps.append((f"{intent.action_id}-x", "executors", int(intent.target_executors)))
-        steps.append((intent.action_id, "repartition", int(intent.target_partitions or 1)))
+            steps.append((f"{intent.action_id}-x", ActionKind.EXECUTORS,
+                          int(intent.target_executors)))
+        steps.append((intent.action_id, ActionKind.REPARTITION,
+                      int(intent.target_partitions or 1)))
     return steps
 
 
@@ -224,9 +235,9 @@ def stop_runner(client: RunnerClient, timeout: float) -> str:
         st = try_status(client)
         if st is None:  # the runner exits once stopped
             return "stopped" if sent else "not confirmed (runner gone)"
-        if st.get("phase") == "Stopped":
+        if st.phase == Phase.STOPPED:
             return "stopped"
-        if st.get("phase") == "Failed":
+        if st.phase == Phase.FAILED:
             return "not confirmed (the query had failed)"
         time.sleep(1.0)
     return f"not confirmed within {timeout:g} s"

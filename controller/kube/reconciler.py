@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicy, ScalingPolicySpec
+from contracts.runner_api import Phase
 from contracts.streamjob import StreamJob
 from controller.adapters.prometheus import SnapshotSource
 from controller.adapters.promql import Window
@@ -206,6 +207,7 @@ class Reconciler:
             self.api.update_config_map_data(key[0], names.config_map,
                                             {resources.MANIFEST_KEY: manifest})
         self.api.ensure("Service", key[0], resources.service(obj, s))
+        self.api.ensure("NetworkPolicy", key[0], resources.network_policy(obj, s))
         pod = self.api.read_pod(key[0], names.driver)
         pod_phase = ((pod or {}).get("status") or {}).get("phase")
         if pod is None or pod_phase in ("Failed", "Succeeded"):
@@ -258,7 +260,7 @@ class Reconciler:
         now = draft.now
         runner = try_status(client)
         source = self.source_for(key, target)
-        name = (runner or {}).get("job") or key[1]
+        name = (runner.job if runner is not None else None) or key[1]
         snap = source.snapshot(str(name), Window(policy.timing.window_seconds), now)
         history = draft.history()
         decision = decide(snap, policy, history, now)
@@ -278,7 +280,7 @@ class Reconciler:
         elif decision.acts:
             after = self.actions.start(obj, draft, client, decision, snap, history)
         else:
-            phase = "Running" if runner and runner.get("phase") == "Running" else (
+            phase = "Running" if runner and runner.phase == Phase.RUNNING else (
                 "Degraded" if snap.observed_at is None else "Running")
             draft.phase(phase)
             ready = phase == "Running"

@@ -20,8 +20,10 @@ from typing import Any
 
 import yaml
 
+from contracts.api import GROUP_VERSION
+from contracts.runner_api import TOKEN_ENV
 from contracts.streamjob import StreamJob
-from controller.kube.settings import GROUP, VERSION, ManagedSettings
+from controller.kube.settings import ManagedSettings
 
 Obj = dict[str, Any]
 JOB_LABEL = "stream-autoscaler.io/job"
@@ -70,7 +72,7 @@ class Names:
 
 def owner_reference(obj: Obj) -> Obj:
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": GROUP_VERSION,
         "kind": "StreamJob",
         "name": obj["metadata"]["name"],
         "uid": obj["metadata"]["uid"],
@@ -230,7 +232,7 @@ def driver_pod(
                     ],
                     "env": [
                         {
-                            "name": "STREAM_AUTOSCALER_TOKEN",
+                            "name": TOKEN_ENV,
                             "valueFrom": {
                                 "secretKeyRef": {"name": names.secret, "key": TOKEN_KEY}
                             },

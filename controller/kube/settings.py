@@ -14,11 +14,13 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from contracts.api import API_GROUP, API_VERSION
+from contracts.runner_api import CONTROL_PORT, METRICS_PORT
 from controller.kube.informer import InformerSettings
 from controller.kube.workqueue import QueueSettings
 
-GROUP = "stream-autoscaler.io"
-VERSION = "v1alpha1"
+GROUP = API_GROUP
+VERSION = API_VERSION
 JOBS = "streamjobs"
 POLICIES = "scalingpolicies"
 FINALIZER = "stream-autoscaler.io/stop-at-batch-boundary"
@@ -61,8 +63,8 @@ class ManagedSettings:
     spark_service_account: str = "stream-autoscaler-spark"
     """The drivers' ServiceAccount (the chart's sparkDriver.serviceAccountName): it creates the
     executor pods."""
-    control_port: int = 8081
-    metrics_port: int = 9108
+    control_port: int = CONTROL_PORT
+    metrics_port: int = METRICS_PORT
     driver_port: int = 7078
     block_manager_port: int = 7079
     ui_port: int = 4040

@@ -18,6 +18,7 @@ import datetime as dt
 from typing import Any
 
 from contracts.history import ScalingHistory
+from contracts.runner_api import RunnerStatus
 from contracts.streamjob import ActionIntent, StreamJobStatus
 from controller.core import Decision, MetricsSnapshot
 
@@ -81,21 +82,21 @@ class StatusDraft:
         else:
             self.doc["intent"] = intent.model_dump(by_alias=True, exclude_none=True, mode="json")
 
-    def observe(self, snap: MetricsSnapshot | None, runner: Obj | None) -> None:
+    def observe(self, snap: MetricsSnapshot | None, runner: RunnerStatus | None) -> None:
         """Rates, lag, executors, partitions and batches, from the snapshot and /status."""
         execs = dict(self.doc.get("executors") or {})
-        if runner:
-            ex = runner.get("executors") or {}
-            execs["current"] = ex.get("live", execs.get("current"))
-            if ex.get("target") is not None:
-                execs["target"] = ex["target"]
-            for key, field in (
-                ("partitions", "partitions"),
-                ("lastCommittedBatch", "lastCommittedBatch"),
-                ("resumedFromBatch", "resumedFromBatch"),
+        if runner is not None:
+            ex = runner.executors
+            execs["current"] = ex.live if ex.live is not None else execs.get("current")
+            if ex.target is not None:
+                execs["target"] = ex.target
+            for key, value in (
+                ("partitions", runner.partitions),
+                ("lastCommittedBatch", runner.last_committed_batch),
+                ("resumedFromBatch", runner.resumed_from_batch),
             ):
-                if runner.get(field) is not None:
-                    self.doc[key] = runner[field]
+                if value is not None:
+                    self.doc[key] = value
         if snap is not None and snap.observed_at is not None:
             if snap.executors is not None:
                 execs["current"] = snap.executors

@@ -11,9 +11,9 @@ or, in a test::
     assert runners.counts()["job-0000"]["executors"] == 1; runners.stop()
 
 Each job answers under ``/r/<job>/`` exactly as one runner's control endpoint does
-(operators/control.py, JobRunner.status()): ``GET healthz`` (no token), ``GET status``,
+(contracts/runner_api.py): ``GET healthz`` (no token), ``GET status``,
 ``POST executors {"target": n}``, ``POST repartition {"partitions": n}``, ``POST stop``, and
-``GET metrics`` with the runner's ``stream_autoscaler_*`` series (every one promql.py queries).
+``GET metrics`` with the runner's series (contracts/metric_names.py; every one promql.py queries).
 Actions are idempotent by ``"actionId"`` (the current action and the last 16): a repeat answers
 200 with ``"duplicate": true`` and starts nothing.
 
@@ -40,13 +40,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from operators.testing.fake_runner_model import ACTION_PHASE, FakeJob, ModelConfig
+from contracts.runner_api import (
+    MAX_BODY_BYTES,
+    ActionKind,
+    ErrorResponse,
+    HealthResponse,
+    Phase,
+    RequestError,
+    Route,
+    WireModel,
+)
+from operators.testing.fake_runner_model import FakeJob, ModelConfig
 
 __all__ = ["FakeJob", "FakeRunners", "ModelConfig"]
 
 DEFAULT_DURATION_SECONDS = 3600.0
 """The CLI stops by itself after this, so a forgotten benchmark does not hold a port for ever."""
-MAX_BODY = 64 * 1024
 STOP_POLL_SECONDS = 0.05
 """How often the server loop checks for stop(): tests start and stop servers by the dozen, and
 the stdlib's 0.5 s would dominate their time; 20 wake-ups/s cost nothing measurable."""
@@ -126,15 +135,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.runners.requests += 1
         job, route = self._route()
-        if job is None or route not in ("healthz", "status", "metrics"):
-            self._send(404, {"error": f"no route GET {self.path}"})
+        if job is None or "/" + route not in (Route.HEALTHZ, Route.STATUS, "/metrics"):
+            self._send(404, ErrorResponse(error=f"no route GET {self.path}"))
             return
-        if route == "healthz":
+        if "/" + route == Route.HEALTHZ:
             with job.lock:
                 job.advance(self.runners.clock())
-                ok = job.phase != "Failed"
-            self._send(200 if ok else 503, {"ok": ok, "phase": job.phase})
-        elif route == "status" and self._authorized(job):
+                ok = job.phase != Phase.FAILED
+            self._send(200 if ok else 503, HealthResponse(ok=ok, phase=job.phase))
+        elif "/" + route == Route.STATUS and self._authorized(job):
             with job.lock:
                 job.advance(self.runners.clock())
                 st = job.status()
@@ -147,24 +156,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.runners.requests += 1
-        job, kind = self._route()
+        job, route = self._route()
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if 0 < length <= MAX_BODY else b""
-        if job is None or kind not in ACTION_PHASE:
-            self._send(404, {"error": f"no route POST {self.path}"})
+        raw = self.rfile.read(length) if 0 < length <= MAX_BODY_BYTES else b""
+        kind = next((k for k in ActionKind if k.value == route), None)
+        if job is None or kind is None:
+            self._send(404, ErrorResponse(error=f"no route POST {self.path}"))
             return
-        if length > MAX_BODY:
-            self._send(413, {"error": "body too large"})
+        if length > MAX_BODY_BYTES:
+            self._send(413, ErrorResponse(error="body too large"))
             return
         if not self._authorized(job):
             return
         try:
             body = json.loads(raw or b"{}")
         except ValueError as e:
-            self._send(400, {"error": f"body: not JSON ({e})", "field": "body"})
-            return
-        if not isinstance(body, dict):
-            self._send(400, {"error": "body: a JSON object is required", "field": "body"})
+            self._send(400, RequestError("body", f"body: not JSON ({e})").response())
             return
         with job.lock:
             job.advance(self.runners.clock())
@@ -174,13 +181,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _authorized(self, job: FakeJob) -> bool:
         if self.headers.get("Authorization", "") == f"Bearer {job.token}":
             return True
-        self._send(401, {"error": "missing or wrong bearer token"},
+        self._send(401, ErrorResponse(error="missing or wrong bearer token"),
                    {"WWW-Authenticate": "Bearer"})
         return False
 
-    def _send(self, code: int, payload: dict[str, Any],
+    def _send(self, code: int, payload: WireModel,
               headers: dict[str, str] | None = None) -> None:
-        self._reply(code, json.dumps(payload).encode(), "application/json", headers)
+        self._reply(code, json.dumps(payload.to_wire()).encode(), "application/json", headers)
 
     def _reply(self, code: int, data: bytes, content_type: str,
                headers: dict[str, str] | None = None) -> None:

@@ -1,19 +1,35 @@
 """The model behind operators/testing/fake_runner.py: one simulated runner's state, actions and
-Prometheus exposition (the runner's ``stream_autoscaler_*`` series), advanced lazily by elapsed
-time. See fake_runners.py for the HTTP side and the usage."""
+Prometheus exposition (the runner's series of :mod:`contracts.metric_names`), advanced lazily by
+elapsed time. Requests, answers and ``/status`` are the models of :mod:`contracts.runner_api`.
+See fake_runner.py for the HTTP side and the usage."""
 
 from __future__ import annotations
 
 import collections
-import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-P = "stream_autoscaler_"
-RECENT_ACTIONS = 16
-"""Actions remembered by id, as the runner remembers them (operators/runner.py)."""
-ACTION_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+from contracts import metric_names as M
+from contracts.runner_api import (
+    PHASE_DURING,
+    RECENT_ACTIONS,
+    ActionAnswer,
+    ActionKind,
+    ActionRecord,
+    ActionState,
+    BacklogStatus,
+    ConflictResponse,
+    Executors,
+    ExecutorsRequest,
+    Phase,
+    Rates,
+    RequestError,
+    RunnerStatus,
+    WireModel,
+    parse_request,
+)
+
 MAX_STEP_SECONDS = 1.0
 """Integration step of the model: one trigger, so a burst edge moves the backlog within 1 s."""
 MEMORY_USED_RATIO = 0.3
@@ -21,8 +37,6 @@ MEMORY_USED_RATIO = 0.3
 STATE_KEYS = 1e6
 """Distinct keys the keyed stage converges to (state rows, hence state bytes)."""
 STATE_BYTES_PER_KEY = 100.0
-PHASES = ("Starting", "Running", "Scaling", "Repartitioning", "Stopping", "Stopped", "Failed")
-ACTION_PHASE = {"executors": "Scaling", "repartition": "Repartitioning", "stop": "Stopping"}
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,7 @@ class FakeJob:
     config: ModelConfig
     phase_offset: float
     now: float
-    phase: str = "Running"
+    phase: Phase = Phase.RUNNING
     executors: int = 0
     target: int = 0
     partitions: int = 0
@@ -76,9 +90,11 @@ class FakeJob:
     last_rate: float = 0.0
     last_processed_rate: float = 0.0
     last_progress: float = 0.0
-    action: dict[str, Any] | None = None
-    last_action: dict[str, Any] | None = None
-    recent: collections.deque[dict[str, Any]] = field(
+    action: ActionRecord | None = None
+    action_due: float = 0.0
+    """When the running action finishes (model time)."""
+    last_action: ActionRecord | None = None
+    recent: collections.deque[ActionRecord] = field(
         default_factory=lambda: collections.deque(maxlen=RECENT_ACTIONS))
     counts: collections.Counter[str] = field(default_factory=collections.Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -93,15 +109,15 @@ class FakeJob:
         """Run the model up to ``now``, finishing an action on the way. Caller holds the lock."""
         while self.now < now:
             end = min(now, self.now + MAX_STEP_SECONDS)
-            if self.action is not None and self.action["_due"] <= end:
-                end = max(self.now, self.action["_due"])
+            if self.action is not None and self.action_due <= end:
+                end = max(self.now, self.action_due)
                 self._step(end - self.now)
                 self.now = end
                 self._finish()
                 continue
             self._step(end - self.now)
             self.now = end
-        if self.action is not None and self.action["_due"] <= now:
+        if self.action is not None and self.action_due <= now:
             self._finish()
 
     def _step(self, dt: float) -> None:
@@ -110,7 +126,7 @@ class FakeJob:
         self.last_rate = rate
         self.arrived += rate * dt
         self.backlog += rate * dt
-        if self.phase not in ("Running", "Scaling") or dt <= 0:
+        if self.phase not in (Phase.RUNNING, Phase.SCALING) or dt <= 0:
             self.last_processed_rate = 0.0
             return
         slots = self.executors * c.cores
@@ -143,98 +159,80 @@ class FakeJob:
     def _finish(self) -> None:
         a = self.action
         assert a is not None
-        if a["kind"] == "executors":
-            self.executors = self.target = a["params"]["target"]
-        elif a["kind"] == "repartition":
-            self.partitions = a["params"]["partitions"]
-        a.update(state="succeeded", finished_at=a["_due"])
-        a["timings"]["total"] = a["_due"] - a["started_at"]
-        self.phase = "Stopped" if a["kind"] == "stop" else "Running"
+        if a.kind == ActionKind.EXECUTORS:
+            self.executors = self.target = a.params["target"]
+        elif a.kind == ActionKind.REPARTITION:
+            self.partitions = a.params["partitions"]
+        a.state, a.finished_at = ActionState.SUCCEEDED, self.action_due
+        a.timings["total"] = self.action_due - a.started_at
+        self.phase = Phase.STOPPED if a.kind == ActionKind.STOP else Phase.RUNNING
         self.last_action, self.action = a, None
 
-    def submit(self, kind: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """Validate and start an action, as JobRunner.submit and the control handler do."""
-        field_name = {"executors": "target", "repartition": "partitions"}.get(kind)
-        params: dict[str, Any] = {}
-        if field_name is not None:
-            if field_name not in body:
-                return 400, {"error": f"{field_name}: required", "field": field_name}
-            params[field_name] = body[field_name]
-        action_id = body.get("actionId")
-        if action_id is not None and (
-                not isinstance(action_id, str) or not ACTION_ID.match(action_id)):
-            return 400, {"error": "actionId: 1-64 characters of [A-Za-z0-9._-]",
-                         "field": "actionId"}
-        known = self._find(action_id)
+    def submit(self, kind: ActionKind, body: Any) -> tuple[int, WireModel]:
+        """Validate and start an action, as the control handler and JobRunner.submit do."""
+        try:
+            request = parse_request(kind, body)
+        except RequestError as e:
+            if e.field not in ("body", "actionId") and not str(e).endswith(": required"):
+                self.counts[kind + ".invalid"] += 1
+            return 400, e.response()
+        known = self._find(request.action_id)
         if known is not None:
-            known["duplicates"] += 1
+            known.duplicates += 1
             self.counts[kind + ".duplicate"] += 1
-            return 200, {"action": known["id"], "kind": known["kind"], "params": known["params"],
-                         "state": known["state"], "duplicate": True, "phase": self.phase}
+            return 200, ActionAnswer.of(known, self.phase, duplicate=True)
         allowed = self.action is None and (
-            self.phase == "Running" or (kind == "stop" and self.phase == "Failed"))
+            self.phase == Phase.RUNNING or (kind == ActionKind.STOP and self.phase == Phase.FAILED))
         if not allowed:
             self.counts[kind + ".conflict"] += 1
-            busy = f"; action {self.action['id']} ({self.action['kind']}) in progress" if (
+            busy = f"; action {self.action.id} ({self.action.kind}) in progress" if (
                 self.action) else ""
-            return 409, {"error": f"runner is {self.phase}{busy}", "phase": self.phase,
-                         "action": _public(self.action) if self.action else None}
-        error = self._invalid(kind, params)
-        if error:
-            self.counts[kind + ".invalid"] += 1
-            return 400, {"error": error, "field": field_name}
+            return 409, ConflictResponse(error=f"runner is {self.phase}{busy}", phase=self.phase,
+                                         action=self.action)
+        if isinstance(request, ExecutorsRequest):
+            try:
+                request.within(max(self.config.max_executors, self.config.initial_executors))
+            except RequestError as e:
+                self.counts[kind + ".invalid"] += 1
+                return 400, e.response()
         c = self.config
-        seconds = {"executors": c.scale_seconds, "repartition": c.repartition_seconds,
-                   "stop": c.stop_seconds}[kind]
-        self.action = {"kind": kind, "params": params, "id": action_id or _new_id(),
-                       "state": "running", "started_at": self.now, "finished_at": None,
-                       "timings": {}, "result": {}, "error": None, "duplicates": 0,
-                       "_due": self.now + seconds}
+        seconds = {ActionKind.EXECUTORS: c.scale_seconds,
+                   ActionKind.REPARTITION: c.repartition_seconds,
+                   ActionKind.STOP: c.stop_seconds}[request.kind]
+        self.action = ActionRecord(kind=request.kind, id=request.action_id or _new_id(),
+                                   params=request.model_dump(exclude={"action_id"}),
+                                   started_at=self.now)
+        self.action_due = self.now + seconds
         self.recent.append(self.action)
-        self.phase = ACTION_PHASE[kind]
+        self.phase = PHASE_DURING[request.kind]
         self.counts[kind] += 1
-        return 202, {"action": self.action["id"], "kind": kind, "params": params,
-                     "state": "running", "phase": self.phase}
+        return 202, ActionAnswer.of(self.action, self.phase)
 
-    def _find(self, action_id: str | None) -> dict[str, Any] | None:
+    def _find(self, action_id: str | None) -> ActionRecord | None:
         if not action_id:
             return None
-        if self.action is not None and self.action["id"] == action_id:
+        if self.action is not None and self.action.id == action_id:
             return self.action
-        return next((a for a in self.recent if a["id"] == action_id), None)
+        return next((a for a in self.recent if a.id == action_id), None)
 
-    def _invalid(self, kind: str, params: dict[str, Any]) -> str | None:
-        n = next(iter(params.values()), None)
-        if kind == "executors":
-            ceiling = max(self.config.max_executors, self.config.initial_executors)
-            if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= ceiling:
-                return f"target: an integer in 0..{ceiling} (max executors)"
-        if kind == "repartition" and (
-                not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 4096):
-            return "partitions: an integer in 1..4096"
-        return None
-
-    def status(self) -> dict[str, Any]:
+    def status(self) -> RunnerStatus:
         """What JobRunner.status() shows (the fields a controller reads)."""
         c = self.config
-        live = self.executors if self.phase not in ("Stopped", "Failed") else 0
+        live = self.executors if self.phase not in (Phase.STOPPED, Phase.FAILED) else 0
         batches = int(self.batches)
-        return {
-            "job": self.name, "phase": self.phase, "queryId": f"fake-{self.name}",
-            "executors": {"live": live, "target": self.target, "cores": c.cores, "list": []},
-            "partitions": self.partitions,
-            "lastCommittedBatch": batches - 1 if batches else None, "resumedFromBatch": None,
-            "rates": {"arrival_rows_per_second": self.last_rate,
-                      "input_rows_per_second": self.last_processed_rate,
-                      "processed_rows_per_second": self.last_processed_rate},
-            "backlog": {"records": self.backlog, "ageSeconds": self.backlog_age()},
-            "batchDurationSeconds": c.overhead_seconds + self.last_processed_rate
+        return RunnerStatus(
+            job=self.name, phase=self.phase, query_id=f"fake-{self.name}",
+            executors=Executors(live=live, target=self.target, cores=c.cores),
+            partitions=self.partitions,
+            last_committed_batch=batches - 1 if batches else None,
+            rates=Rates(arrival_rows_per_second=self.last_rate,
+                        input_rows_per_second=self.last_processed_rate,
+                        processed_rows_per_second=self.last_processed_rate),
+            backlog=BacklogStatus(records=self.backlog, age_seconds=self.backlog_age()),
+            batch_duration_seconds=c.overhead_seconds + self.last_processed_rate
             * c.trigger_seconds * self.per_record_seconds(),
-            "stages": None, "statefulTasksByExecutor": None, "lastError": None,
-            "action": _public(self.action) if self.action else None,
-            "lastAction": _public(self.last_action) if self.last_action else None,
-            "recentActions": [_public(a) for a in self.recent],
-        }
+            action=self.action, last_action=self.last_action, recent_actions=list(self.recent),
+        )
 
     def backlog_age(self) -> float:
         return self.backlog / self.last_rate if self.last_rate > 0 else 0.0
@@ -242,8 +240,8 @@ class FakeJob:
     def metrics(self) -> str:
         """Prometheus text exposition of this job's series (a format string, filled in)."""
         c, b = self.config, int(self.batches)
-        phases = [1 if p == self.phase else 0 for p in PHASES]
-        live = self.executors if self.phase not in ("Stopped", "Failed") else 0
+        phases = [1 if p == self.phase else 0 for p in Phase]
+        live = self.executors if self.phase not in (Phase.STOPPED, Phase.FAILED) else 0
         stage_tasks = (c.source_partitions, self.partitions)
         keys = min(self.processed, STATE_KEYS)
         per_task = [self.wall[i] / max(1.0, self.batches) for i in (0, 1)]
@@ -260,10 +258,6 @@ class FakeJob:
             stage_tasks[1], per_task[1], per_task[1], job=self.name)
 
 
-def _public(action: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in action.items() if not k.startswith("_")}
-
-
 _ids = iter(range(1, 1 << 62))
 
 
@@ -272,30 +266,32 @@ def _new_id() -> str:
 
 
 _JOB_SERIES = (
-    "arrival_rows_per_second", "input_rows_per_second", "processed_rows_per_second",
-    "input_rows_total", "batches_total", "batch_duration_seconds_sum",
-    "batch_duration_seconds_count", "batch_overhead_seconds_sum", "batch_overhead_seconds_count",
-    "trigger_interval_seconds", "backlog_records", "backlog_age_seconds", "executors",
-    "executor_cores", "target_executors", "task_slots", "source_partitions", "state_partitions",
-    "last_committed_batch", "last_progress_timestamp_seconds", "executor_memory_used_ratio")
-_STATE_SERIES = ("state_rows", "state_bytes", "state_memory_bytes", "state_operator_partitions")
-_STAGE_SERIES = ("stage_rows_total", "stage_busy_seconds_total", "stage_wall_seconds_total",
-                 "stage_tasks", "stage_max_task_seconds", "stage_median_task_seconds")
-"""Series in the order :meth:`FakeJob.metrics` fills them (names and labels as operators/exporter.py
-exports them; untyped, which Prometheus and the parser read the same)."""
+    M.ARRIVAL_RATE.full, M.INPUT_RATE.full, M.PROCESSED_RATE.full, M.INPUT_ROWS.total,
+    M.BATCHES.total, *M.BATCH_DURATION.series, *M.BATCH_OVERHEAD.series,
+    M.TRIGGER_INTERVAL.full, M.BACKLOG_RECORDS.full, M.BACKLOG_AGE.full, M.EXECUTORS.full,
+    M.EXECUTOR_CORES.full, M.TARGET_EXECUTORS.full, M.TASK_SLOTS.full, M.SOURCE_PARTITIONS.full,
+    M.STATE_PARTITIONS.full, M.LAST_COMMITTED_BATCH.full, M.LAST_PROGRESS.full,
+    M.EXECUTOR_MEMORY_RATIO.full)
+_STATE_SERIES = (M.STATE_ROWS.full, M.STATE_BYTES.full, M.STATE_MEMORY.full,
+                 M.STATE_OPERATOR_PARTITIONS.full)
+_STAGE_SERIES = (M.STAGE_ROWS.total, M.STAGE_BUSY.total, M.STAGE_WALL.total, M.STAGE_TASKS.full,
+                 M.STAGE_MAX_TASK.full, M.STAGE_MEDIAN_TASK.full)
+"""Series in the order :meth:`FakeJob.metrics` fills them (names and labels as
+:mod:`contracts.metric_names` declares them; untyped, which Prometheus and the parser read the
+same)."""
 
 
 def _template() -> str:
     def labels(extra: str = "") -> str:
         return '{{job="{job}"' + extra + "}}"
 
-    lines = [f"{P}up{labels()} 1", f"{P}failed_tasks_total{labels()} 0"]
-    lines += [P + "phase" + labels(f',phase="{p}"') + " {}" for p in PHASES]
-    lines += [f"{P}{name}{labels()} {{}}" for name in _JOB_SERIES]
-    lines += [P + name + labels(',operator="counts"') + " {}" for name in _STATE_SERIES]
+    lines = [f"{M.UP.full}{labels()} 1", f"{M.FAILED_TASKS.total}{labels()} 0"]
+    lines += [M.PHASE.full + labels(f',phase="{p}"') + " {}" for p in Phase]
+    lines += [f"{name}{labels()} {{}}" for name in _JOB_SERIES]
+    lines += [name + labels(',operator="counts"') + " {}" for name in _STATE_SERIES]
     for op, kind in (("source", "source"), ("counts", "stateful")):
         stage = labels(f',operator="{op}",kind="{kind}"')
-        lines += [f"{P}{name}{stage} {{}}" for name in _STAGE_SERIES]
+        lines += [f"{name}{stage} {{}}" for name in _STAGE_SERIES]
     return "\n".join(lines) + "\n"
 
 

@@ -217,7 +217,7 @@ def test_intent_never_received_is_sent_once_and_a_stale_one_abandoned(
 
             def ids(name: str) -> list[str]:
                 st = RunnerClient(runners.url(name), TOKEN).status()
-                return [a["id"] for a in st["recentActions"]]
+                return [a.id for a in st.recent_actions]
 
             assert ids("lost").count("test-lost") == 1  # sent once, under the intent's id
             assert "test-stale" not in ids("stale")  # too old: abandoned, never sent

@@ -115,10 +115,10 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
                                 extra=extra).start()
         wait_for("the repartition to finish", lambda: "intent" not in status(kubectl, ns, name),
                  timeout=240)
-        recent = runner.client.status()["recentActions"]
-        ids = [a["id"] for a in recent]
+        recent = runner.client.status().recent_actions
+        ids = [a.id for a in recent]
         assert ids.count(intent["actionId"]) == 1, recent
-        assert all(a.get("duplicates", 0) == 0 or a["id"].startswith(intent["actionId"])
+        assert all(a.duplicates == 0 or a.id.startswith(intent["actionId"])
                    for a in recent), recent
         table.append(kubectl("get", "streamjobs", "-n", ns).stdout)
         # the lull: a scale-in (after the stabilization window)

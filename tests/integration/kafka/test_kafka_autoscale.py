@@ -158,7 +158,7 @@ def test_burst_into_kafka_scales_out_drains_and_stays_exactly_once(
         assert drained_at is not None, f"backlog not drained:\n{summary(loop.evaluations)}"
         assert scaled.action in (Action.SCALE, Action.REPARTITION), scaled.message
         assert scaled.reason in (Reason.SCALE_OUT, Reason.REPARTITION_OUT), scaled.message
-        assert runner.client.status()["executors"]["live"] == 2
+        assert runner.client.status().executors.live == 2
         backlogs = [ev.snapshot.backlog_records or 0 for ev in loop.evaluations]
         assert max(backlogs) > 50_000, backlogs  # the burst did pile up
     finally:

@@ -66,8 +66,8 @@ def test_killed_driver_resumes_at_the_committed_offsets(
     load.start()
     try:
         runner.start()
-        wait_for("3 committed batches", lambda: (runner.client.status().get(
-            "lastCommittedBatch") or 0) >= 3, 180, runner)  # fmt: skip
+        wait_for("3 committed batches", lambda: (
+            runner.client.status().last_committed_batch or 0) >= 3, 180, runner)  # fmt: skip
         lag = metric(runner, "stream_autoscaler_kafka_offsets_behind_latest{")
         assert {label.split('partition="')[1][0] for label, _ in lag} == {"0", "1"}, lag
         parts = metric(runner, "stream_autoscaler_source_partitions{")
@@ -85,9 +85,9 @@ def test_killed_driver_resumes_at_the_committed_offsets(
 
         runner.start()
         st = wait_for("the restarted runner's first batch", lambda: (
-            s := runner.client.status())["lastCommittedBatch"] is not None and
-            s["lastCommittedBatch"] > at_kill.last_committed_batch and s, 180, runner)  # fmt: skip
-        assert st["resumedFromBatch"] == at_kill.last_committed_batch
+            s := runner.client.status()).last_committed_batch is not None and
+            s.last_committed_batch > at_kill.last_committed_batch and s, 180, runner)  # fmt: skip
+        assert st.resumed_from_batch == at_kill.last_committed_batch
         if in_flight is not None:  # the planned batch is replayed at the same offsets
             assert (Path(cp) / "offsets" / str(in_flight)).read_text() == in_flight_offsets
         load.join(120)

@@ -12,9 +12,16 @@ from typing import Any
 
 import pytest
 
+from contracts.runner_api import (
+    ActionRecord,
+    ActionRequest,
+    ExecutorsRequest,
+    Phase,
+    RunnerStatus,
+)
 from operators import state
 from operators.exporter import RunnerMetrics, stage_sample
-from operators.runner import ActionRecord, Conflict, backlog_from_progress
+from operators.runner import Conflict, backlog_from_progress
 from operators.session import ExecutorInfo, choose_victims
 from operators.state.repartition import _Snapshot
 
@@ -156,30 +163,31 @@ def test_stage_sample_from_rest_json():
 
 
 class StandInRunner:
-    """Just the two methods the endpoint calls."""
+    """Just the methods the endpoint calls."""
 
-    phase = "Running"
+    phase = Phase.RUNNING
 
     def __init__(self) -> None:
         self.action: ActionRecord | None = None
 
-    def status(self) -> dict[str, Any]:
-        return {"phase": self.phase}
+    def status(self) -> RunnerStatus:
+        return RunnerStatus(phase=self.phase)
 
     def find_action(self, action_id: str | None) -> ActionRecord | None:
         return self.action if self.action and self.action.id == action_id else None
 
-    def submit(self, kind: str, action_id: str | None = None, **params: Any) -> ActionRecord:
-        known = self.find_action(action_id)
+    def submit(self, request: ActionRequest) -> ActionRecord:
+        known = self.find_action(request.action_id)
         if known is not None:
             return known
         if self.action is not None:
-            raise Conflict("Scaling", self.action)
-        if kind == "executors" and not isinstance(params.get("target"), int):
-            raise ValueError("target: an integer in 0..3 (max executors)")
-        self.action = ActionRecord(kind, params)
-        if action_id:
-            self.action.id = action_id
+            raise Conflict(Phase.SCALING, self.action)
+        if isinstance(request, ExecutorsRequest):
+            request.within(3)
+        self.action = ActionRecord(kind=request.kind,
+                                   params=request.model_dump(exclude={"action_id"}))
+        if request.action_id:
+            self.action.id = request.action_id
         return self.action
 
 
@@ -206,7 +214,8 @@ def call(url: str, method: str = "GET", body: bytes | None = None, token: str = 
 def test_control_contract(endpoint):
     assert call(endpoint + "/healthz", token="")[0] == 200
     assert call(endpoint + "/status", token="nope")[0] == 401
-    assert call(endpoint + "/status")[0] == 200
+    code, body = call(endpoint + "/status")
+    assert code == 200 and body["phase"] == "Running" and body["recentActions"] == []
     code, body = call(endpoint + "/executors", "POST", b"{bad json")
     assert code == 400 and body["field"] == "body"
     code, body = call(endpoint + "/executors", "POST", b'{"target": "x"}')
@@ -215,8 +224,14 @@ def test_control_contract(endpoint):
     assert code == 400 and body["field"] == "partitions"
     code, body = call(endpoint + "/executors", "POST", b'{"target": 2, "actionId": 7}')
     assert code == 400 and body["field"] == "actionId"
+    code, body = call(endpoint + "/executors", "POST", b'{"target": 4}')
+    assert body == {"error": "target: an integer in 0..3 (max executors)", "field": "target"}
+    code, body = call(endpoint + "/executors", "POST", b"null")
+    assert code == 400 and body == {"error": "body: a JSON object is required", "field": "body"}
     code, body = call(endpoint + "/executors", "POST", b'{"target": 2, "actionId": "a-1"}')
-    assert code == 202 and body["action"] == "a-1"
+    assert code == 202 and body == {"action": "a-1", "kind": "executors",
+                                    "params": {"target": 2}, "state": "running",
+                                    "phase": "Running"}
     # the same id again (a controller retrying after a crash): 200, the same action, no new one
     code, body = call(endpoint + "/executors", "POST", b'{"target": 2, "actionId": "a-1"}')
     assert code == 200 and body["duplicate"] is True and body["action"] == "a-1"

@@ -6,14 +6,18 @@ Run: ``.venv/bin/pytest tests/unit/local/test_fake_runners.py``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
 
+from contracts import metric_names
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
+from contracts.runner_api import ActionKind, ActionState, Phase
+from controller.adapters import promql
 from controller.adapters.promql import Window
 from controller.adapters.runner_client import RunnerClient, RunnerRefused
 from controller.adapters.scrape import ScrapeSource
@@ -105,8 +109,9 @@ def test_action_ids_make_retries_idempotent(runners: FakeRunners, clock: Clock) 
                             "phase": "Scaling"}
     clock.now += 2.0  # scale_seconds: the action finishes
     st = client.status()
-    assert st["action"] is None and st["executors"]["live"] == 4
-    assert st["lastAction"]["id"] == "sj-1.scale" and st["lastAction"]["state"] == "succeeded"
+    assert st.action is None and st.executors.live == 4
+    assert st.last_action is not None
+    assert st.last_action.id == "sj-1.scale" and st.last_action.state == ActionState.SUCCEEDED
     late = post(runners, "executors", {"target": 4, "actionId": "sj-1.scale"})
     assert late.status_code == 200 and late.json()["state"] == "succeeded"
     assert runners.counts()[JOB] == {"executors": 1, "executors.duplicate": 2}
@@ -118,10 +123,12 @@ def test_recent_actions_keep_the_last_16_oldest_first(runners: FakeRunners,
         assert post(runners, "executors", {"target": 2 + i % 3, "actionId": f"a{i}"}).ok
         clock.now += 2.0
     st = RunnerClient(runners.url(JOB), TOKEN).status()
-    assert [a["id"] for a in st["recentActions"]] == [f"a{i}" for i in range(2, 18)]
-    assert set(st["recentActions"][0]) == {"id", "kind", "params", "state", "started_at",
-                                           "finished_at", "error", "timings", "result",
-                                           "duplicates"}
+    assert [a.id for a in st.recent_actions] == [f"a{i}" for i in range(2, 18)]
+    raw = requests.get(runners.url(JOB) + "/status", timeout=5,
+                       headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert set(raw["recentActions"][0]) == {"id", "kind", "params", "state", "started_at",
+                                            "finished_at", "error", "timings", "result",
+                                            "duplicates"}
     assert post(runners, "executors", {"target": 2, "actionId": "a0"}).status_code == 202
 
 
@@ -137,13 +144,15 @@ def test_model_advances_and_scaling_drains_the_backlog(runners: FakeRunners,
     client = RunnerClient(runners.url(JOB), TOKEN)
     clock.now += 30.0
     st = client.status()
-    assert st["backlog"]["records"] == pytest.approx(30 * (12_000 - 9_000), rel=0.01)
-    assert st["lastCommittedBatch"] == 29
-    client.set_executors(4)
+    assert st.backlog.records == pytest.approx(30 * (12_000 - 9_000), rel=0.01)
+    assert st.last_committed_batch == 29
+    answer = client.set_executors(4)
+    assert (answer.kind, answer.state, answer.phase) == (
+        ActionKind.EXECUTORS, ActionState.RUNNING, Phase.SCALING)
     clock.now += 2.0 + 30.0
-    assert client.status()["backlog"]["records"] == 0.0
+    assert client.status().backlog.records == 0.0
     other = RunnerClient(runners.url("job-0001"), TOKEN).status()
-    assert other["executors"]["live"] == 2  # jobs are independent
+    assert other.executors.live == 2  # jobs are independent
 
 
 def test_repartition_changes_the_state_cap(runners: FakeRunners, clock: Clock) -> None:
@@ -154,7 +163,7 @@ def test_repartition_changes_the_state_cap(runners: FakeRunners, clock: Clock) -
     client.repartition(8)
     clock.now += 5.0
     st = client.status()
-    assert st["partitions"] == 8 and st["phase"] == "Running"
+    assert st.partitions == 8 and st.phase == Phase.RUNNING
     assert runners.job(JOB).per_record_seconds() < capped
 
 
@@ -175,3 +184,16 @@ def test_metrics_scrape_into_a_snapshot_the_engine_uses(runners: FakeRunners,
     d = decide(s, ScalingPolicySpec(), ScalingHistory(), clock.now)
     assert d.action is not Action.HOLD, d.message
     assert d.reason in (Reason.SCALE_OUT, Reason.REPARTITION_OUT), d.message
+
+
+def test_fake_serves_every_series_the_controllers_promql_reads(runners: FakeRunners) -> None:
+    """Each sample name a PromQL query names is one the fake exposes for the job, and each is
+    declared in contracts.metric_names (so the exporter registers it too)."""
+    queried = {name for table in (promql.SCALARS, promql.PER_OPERATOR, promql.PER_STATE_OPERATOR)
+               for q in table.values()
+               for name in re.findall(metric_names.PREFIX + r"\w+", q)}
+    declared = {s for m in metric_names.ALL for s in m.series}
+    assert queried and queried <= declared, sorted(queried - declared)
+    text = requests.get(runners.metrics_url(JOB), timeout=5).text
+    served = {line.split("{")[0] for line in text.splitlines() if f'job="{JOB}"' in line}
+    assert queried <= served, sorted(queried - served)

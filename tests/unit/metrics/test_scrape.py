@@ -1,5 +1,7 @@
-"""ScrapeSource against the runner's own exporter (RunnerMetrics served on loopback by
-prometheus_client), with a fake clock: the time of each scrape is the ``now`` passed in.
+"""ScrapeSource against an exporter built from contracts.metric_names (served on loopback by
+prometheus_client, as the runner's is), with a fake clock: the time of each scrape is the ``now``
+passed in. It sets the values the runner's exporter sets for the same batches; that the runner
+registers exactly these metrics is tests/integration/metrics/test_exporter_contract.py (Spark).
 
 Run: ``.venv/bin/pytest tests/unit/metrics/test_scrape.py``.
 """
@@ -14,8 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from prometheus_client import generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Summary,
+    disable_created_metrics,
+    generate_latest,
+    start_http_server,
+)
 
+from contracts import metric_names as M
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
 from controller.adapters import promql
@@ -24,12 +35,10 @@ from controller.adapters.scrape import (
     PER_OPERATOR_RULES,
     PER_STATE_OPERATOR_RULES,
     SCALAR_RULES,
-    P,
     ScrapeSource,
 )
 from controller.core import Action, Reason, decide
 from controller.local.prometheus_server import free_port
-from operators.exporter import Backlog, RunnerMetrics, StageSample
 
 JOB = "wordcount"
 T0 = 1_700_000_000.0
@@ -39,42 +48,81 @@ ROWS_PER_BATCH = 5_000.0
 BATCHES_PER_STEP = 2
 
 
+disable_created_metrics()  # as the runner's exporter does
+
+
+class ContractMetrics:
+    """Every metric of contracts.metric_names in one registry, labelled for ``job``."""
+
+    def __init__(self, job: str) -> None:
+        self.job = job
+        self.registry = CollectorRegistry()
+        kinds = {"gauge": Gauge, "counter": Counter, "summary": Summary}
+        self.m: dict[M.Metric, Any] = {
+            m: kinds[m.type](m.full, m.help, list(m.labels), registry=self.registry)
+            for m in M.ALL
+        }
+
+    def of(self, metric: M.Metric, *labels: str) -> Any:
+        return self.m[metric].labels(self.job, *labels)
+
+    def set_executors(self, live: int, target: int, cores: int) -> None:
+        self.of(M.EXECUTORS).set(live)
+        self.of(M.TARGET_EXECUTORS).set(target)
+        self.of(M.EXECUTOR_CORES).set(cores)
+        self.of(M.TASK_SLOTS).set(live * cores)
+
+
 class Runner:
-    """One runner's real exporter on 127.0.0.1, fed Spark-shaped progress events."""
+    """One runner's metrics on 127.0.0.1, set as the runner's exporter sets them per batch."""
 
     def __init__(self, job: str = JOB) -> None:
-        self.metrics = RunnerMetrics(job, stateful=["counts"])
+        self.metrics = ContractMetrics(job)
         self.port = free_port()
-        self.server, self.thread = self.metrics.serve(self.port)
+        self.server, self.thread = start_http_server(
+            self.port, addr="127.0.0.1", registry=self.metrics.registry)
         self.url = f"http://127.0.0.1:{self.port}/metrics"
         self.batch = 0
-        m, j = self.metrics, job
+        m = self.metrics
         m.set_executors(live=2, target=2, cores=1)
-        m.trigger.labels(j).set(1.0)
-        m.source_partitions.labels(j).set(8)
-        m.memory_ratio.labels(j).set(0.25)
+        m.of(M.TRIGGER_INTERVAL).set(1.0)
+        m.of(M.SOURCE_PARTITIONS).set(8)
+        m.of(M.EXECUTOR_MEMORY_RATIO).set(0.25)
 
     def run_batches(self, n: int, at: float) -> None:
+        """``n`` batches of ROWS_PER_BATCH: 0.6 s each (0.45 s addBatch), one stateful operator
+        ``counts`` (1,000 keys, 4 partitions), 1,000 records waiting for 1.5 s; a read stage
+        (8 tasks, 0.2 s busy) and the stateful stage (4 tasks, 0.3 s busy)."""
         m = self.metrics
         for _ in range(n):
-            progress = {
-                "batchId": self.batch,
-                "numInputRows": ROWS_PER_BATCH,
-                "inputRowsPerSecond": 500.0,
-                "durationMs": {"triggerExecution": 600, "addBatch": 450},
-                "stateOperators": [
-                    {"numRowsTotal": 1_000, "memoryUsedBytes": 2e6, "numShufflePartitions": 4,
-                     "customMetrics": {"rocksdbSstFileSize": 3e6}}
-                ],
-            }
-            m.observe_progress(progress, Backlog(records=1_000, age_seconds=1.5))
-            m.observe_stages(self.batch, [
-                StageSample(0, "source", 8, ROWS_PER_BATCH, 0.2, 0.1, 0.03, 0.02),
-                StageSample(1, "stateful", 4, ROWS_PER_BATCH, 0.3, 0.15, 0.08, 0.07),
-            ])
+            m.of(M.BATCHES).inc()
+            m.of(M.INPUT_ROWS).inc(ROWS_PER_BATCH)
+            m.of(M.LAST_BATCH_DURATION).set(0.6)
+            m.of(M.BATCH_DURATION).observe(0.6)
+            m.of(M.LAST_BATCH_OVERHEAD).set(0.15)
+            m.of(M.BATCH_OVERHEAD).observe(0.15)
+            m.of(M.INPUT_RATE).set(500.0)
+            m.of(M.LAST_COMMITTED_BATCH).set(self.batch)
+            for metric, value in ((M.STATE_ROWS, 1_000), (M.STATE_MEMORY, 2e6),
+                                  (M.STATE_BYTES, 3e6), (M.STATE_OPERATOR_PARTITIONS, 4)):
+                m.of(metric, "counts").set(value)
+            m.of(M.STATE_PARTITIONS).set(4)
+            m.of(M.BACKLOG_RECORDS).set(1_000)
+            m.of(M.BACKLOG_AGE).set(1.5)
+            for op, kind, tasks, busy, wall, longest, median in (
+                ("source", "source", 8, 0.2, 0.1, 0.03, 0.02),
+                ("counts", "stateful", 4, 0.3, 0.15, 0.08, 0.07),
+            ):
+                m.of(M.STAGE_ROWS, op, kind).inc(ROWS_PER_BATCH)
+                m.of(M.STAGE_BUSY, op, kind).inc(busy)
+                m.of(M.STAGE_WALL, op, kind).inc(wall)
+                m.of(M.STAGE_BATCHES, op, kind).inc()
+                m.of(M.STAGE_TASKS, op, kind).set(tasks)
+                m.of(M.STAGE_MAX_TASK, op, kind).set(longest)
+                m.of(M.STAGE_MEDIAN_TASK, op, kind).set(median)
             self.batch += 1
-        m.last_progress.labels(m.job).set(at - 2.0)  # the fake clock, not time.time()
-        m.arrival_rate.labels(m.job).set(500.0)
+        m.of(M.LAST_PROGRESS).set(at - 2.0)  # the fake clock, not time.time()
+        m.of(M.ARRIVAL_RATE).set(500.0)
 
     def close(self) -> None:
         """Stop serving without waiting out serve_forever's 0.5 s poll (keeps the tier fast)."""
@@ -108,9 +156,9 @@ class Case:
 
 def _hostile(r: Runner, i: int, t: float) -> None:
     r.run_batches(BATCHES_PER_STEP, t)
-    r.metrics.executors.labels(JOB).set(math.nan)
-    r.metrics.arrival_rate.labels(JOB).set(math.inf)
-    r.metrics.backlog_records.labels(JOB).set(-5)
+    r.metrics.of(M.EXECUTORS).set(math.nan)
+    r.metrics.of(M.ARRIVAL_RATE).set(math.inf)
+    r.metrics.of(M.BACKLOG_RECORDS).set(-5)
 
 
 def _idle(r: Runner, i: int, t: float) -> None:
@@ -229,7 +277,7 @@ def test_bad_answers_are_unavailable(name: str, answer: tuple[int, str] | None, 
 
 def test_foreign_job_label_is_not_read() -> None:
     """A runner exporting another job's series (a mislabelled runner, or two behind one port)."""
-    mine, other = RunnerMetrics(JOB), RunnerMetrics("other")
+    mine, other = ContractMetrics(JOB), ContractMetrics("other")
     mine.set_executors(live=2, target=2, cores=1)
     other.set_executors(live=9, target=9, cores=4)
     both = generate_latest(other.registry).decode() + generate_latest(mine.registry).decode()
@@ -286,7 +334,7 @@ def test_every_rule_reads_what_its_query_reads(
         assert _FUNCTION_IN_PROMQL[rule.function] in query, (fld, query)
         for sample in rule.samples():
             assert sample + "{" in query, (fld, sample, query)
-        named = set(re.findall(P + r"\w+", query))
+        named = set(re.findall(M.PREFIX + r"\w+", query))
         assert named == set(rule.samples()) or rule.function == "up", (fld, named)
         by = re.search(r"\bby \(([^)]*)\)", query)
         grouping = tuple(x.strip() for x in by.group(1).split(",")) if by else ()

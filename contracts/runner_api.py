@@ -1,0 +1,401 @@
+"""The runner's control endpoint (ports, token, routes, phases, actions, status), declared once.
+
+The data plane serves it (``operators/control.py`` over :class:`operators.runner.JobRunner`; the
+fakes in ``operators/testing``); the control plane reads it (``controller/adapters/runner_client``).
+Routes (all JSON; a bearer token except ``/healthz``)::
+
+    GET  /healthz                        -> 200 HealthResponse (503 when Failed), no token
+    GET  /status                         -> 200 RunnerStatus
+    POST /executors   ExecutorsRequest   -> 202 ActionAnswer | 200 (duplicate id) | 400 | 409
+    POST /repartition RepartitionRequest -> 202 ActionAnswer | 200 (duplicate id) | 400 | 409
+    POST /stop        StopRequest        -> 202 ActionAnswer | 200 (duplicate id) | 409
+
+Actions run in the background: a POST answers at once with the action's id, ``/status`` shows its
+progress and result. A body may carry ``actionId``; a repeat of a known id (running, or among the
+last :data:`RECENT_ACTIONS`) answers 200 with that action (``duplicate: true``) and starts nothing,
+so a controller may retry after a crash without acting twice. One action at a time: a request
+meanwhile gets 409 (:class:`ConflictResponse`, with the phase); a bad body 400
+(:class:`BadRequest`, naming the field); a missing or wrong token 401.
+
+**Engine actions and runner actions differ by design.** The engine decides
+(``controller.core.reasons.Action``) ``scale``, ``repartition`` or ``recover``; the runner knows
+:class:`ActionKind` ``executors``, ``repartition`` and ``stop``. The kube host turns a decision
+into runner steps (``controller.kube.actions.steps``), each under its own action id:
+
+==============  ========================================================================
+engine action   runner steps
+==============  ========================================================================
+scale           ``executors`` (id = the intent's id)
+repartition     ``executors`` (id ``<id>-x``, only when executors change too), then
+                ``repartition`` (id = the intent's id)
+recover         none: the driver pod is restarted; the runner resumes from its checkpoint
+(deletion)      ``stop`` (id ``finalizer-stop``), at a batch boundary
+==============  ========================================================================
+
+Wire keys are as the runner has always sent them (camelCase at the top of ``/status``, the
+action records' and executors' keys snake_case); the models carry them as aliases. Parsing is
+tolerant: unknown keys are ignored (a newer runner may add fields), and a value that is missing
+or unknown (a phase this version does not know) reads as ``None``, never as zero.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from contracts.errors import ContractError
+
+CONTROL_PORT = 8081
+"""The control endpoint's default port (``runner --control-port``; the driver pod's port)."""
+METRICS_PORT = 9108
+"""The runner's Prometheus ``/metrics`` default port (``runner --metrics-port``)."""
+TOKEN_ENV = "STREAM_AUTOSCALER_TOKEN"
+"""The environment variable holding the bearer token (else a token file)."""
+MAX_BODY_BYTES = 64 * 1024
+"""A larger request body is refused with 413."""
+RECENT_ACTIONS = 16
+"""Actions remembered by id, so a controller that retries after a crash or a lost answer finds
+its action instead of starting it again (a controller has at most one action in flight per job,
+so 16 covers many restarts)."""
+ACTION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+MAX_PARTITIONS = 4096
+
+
+class Route(StrEnum):
+    """The endpoint's paths."""
+
+    HEALTHZ = "/healthz"
+    STATUS = "/status"
+    EXECUTORS = "/executors"
+    REPARTITION = "/repartition"
+    STOP = "/stop"
+
+
+class Phase(StrEnum):
+    """The runner's lifecycle phase (``/status`` ``phase``, the ``phase`` metric's label)."""
+
+    STARTING = "Starting"
+    RUNNING = "Running"
+    SCALING = "Scaling"
+    REPARTITIONING = "Repartitioning"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+    FAILED = "Failed"
+
+
+class ActionKind(StrEnum):
+    """What a runner can be asked to do (not the engine's actions: see the module docstring)."""
+
+    EXECUTORS = "executors"
+    REPARTITION = "repartition"
+    STOP = "stop"
+
+
+class ActionState(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+ROUTE_OF: dict[ActionKind, Route] = {
+    ActionKind.EXECUTORS: Route.EXECUTORS,
+    ActionKind.REPARTITION: Route.REPARTITION,
+    ActionKind.STOP: Route.STOP,
+}
+KIND_OF: dict[str, ActionKind] = {route.value: kind for kind, route in ROUTE_OF.items()}
+"""POST path -> the action it starts."""
+PHASE_DURING: dict[ActionKind, Phase] = {
+    ActionKind.EXECUTORS: Phase.SCALING,
+    ActionKind.REPARTITION: Phase.REPARTITIONING,
+    ActionKind.STOP: Phase.STOPPING,
+}
+"""The runner's phase while an action of each kind runs."""
+
+
+def _known_phase(value: Any) -> Phase | None:
+    """A phase this version knows, else None (unknown, not a default)."""
+    try:
+        return Phase(value)
+    except ValueError:
+        return None
+
+
+KnownPhase = Annotated[Phase | None, BeforeValidator(_known_phase)]
+"""A phase as read from a runner: one this version does not know is None."""
+
+
+class WireModel(BaseModel):
+    """Base of the endpoint's models: aliases on the wire, unknown keys ignored."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object as sent: every key, ``None`` as null."""
+        return self.model_dump(by_alias=True, mode="json")
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+class RequestError(ContractError):
+    """A request body the endpoint refuses (400); ``field`` names the culprit."""
+
+    def __init__(self, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+    def response(self) -> BadRequest:
+        return BadRequest(error=str(self), field=self.field)
+
+
+class _Request(WireModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    action_id: str | None = Field(
+        default=None, alias="actionId", strict=True, pattern=ACTION_ID_PATTERN,
+        description="Makes the request idempotent: a known id starts nothing.")
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body a client sends (``actionId`` only when given)."""
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class ExecutorsRequest(_Request):
+    """``POST /executors``: the absolute executor count to reach."""
+
+    kind: ClassVar[ActionKind] = ActionKind.EXECUTORS
+    target: int = Field(strict=True, ge=0)
+
+    @field_validator("target")
+    @classmethod
+    def _ceiling(cls, v: int, info: ValidationInfo) -> int:
+        ceiling = (info.context or {}).get("max_executors")
+        if ceiling is not None and v > ceiling:
+            raise ValueError("above the maximum")
+        return v
+
+    def within(self, max_executors: int) -> ExecutorsRequest:
+        """Self if ``target`` is within the runner's ceiling; else RequestError."""
+        if self.target > max_executors:
+            raise RequestError("target", _message("target", "value_error", max_executors))
+        return self
+
+
+class RepartitionRequest(_Request):
+    """``POST /repartition``: the state partitions to repartition to (equal = a restart)."""
+
+    kind: ClassVar[ActionKind] = ActionKind.REPARTITION
+    partitions: int = Field(strict=True, ge=1, le=MAX_PARTITIONS)
+
+
+class StopRequest(_Request):
+    """``POST /stop``: stop at a batch boundary."""
+
+    kind: ClassVar[ActionKind] = ActionKind.STOP
+
+
+ActionRequest: TypeAlias = ExecutorsRequest | RepartitionRequest | StopRequest
+REQUEST_OF: dict[ActionKind, type[ActionRequest]] = {
+    ActionKind.EXECUTORS: ExecutorsRequest,
+    ActionKind.REPARTITION: RepartitionRequest,
+    ActionKind.STOP: StopRequest,
+}
+PARAM_OF: dict[ActionKind, str | None] = {
+    ActionKind.EXECUTORS: "target", ActionKind.REPARTITION: "partitions", ActionKind.STOP: None}
+"""The one parameter each action takes."""
+
+
+def _message(field: str, error_type: str, max_executors: int | None = None) -> str:
+    if error_type == "missing":
+        return f"{field}: required"
+    if field == "actionId":
+        return "actionId: a string" if error_type == "string_type" else (
+            "actionId: 1-64 characters of [A-Za-z0-9._-]")
+    if field == "target":
+        if max_executors is None:
+            return "target: an integer >= 0"
+        return f"target: an integer in 0..{max_executors} (max executors)"
+    return f"partitions: an integer in 1..{MAX_PARTITIONS}"
+
+
+def parse_request(kind: ActionKind | str, body: Any,
+                  max_executors: int | None = None) -> ActionRequest:
+    """The request model of a POST body, or RequestError naming the field (the 400 answer).
+
+    ``max_executors``: the runner's ceiling for ``target``; None checks only ``>= 0`` (the runner
+    then checks the ceiling with :meth:`ExecutorsRequest.within`)."""
+    if not isinstance(body, dict):
+        raise RequestError("body", "body: a JSON object is required")
+    model = REQUEST_OF[ActionKind(kind)]
+    try:
+        return model.model_validate(body, context={"max_executors": max_executors})
+    except ValidationError as e:
+        # the action's parameter first (a missing ``target`` before a bad ``actionId``)
+        first = sorted(e.errors(), key=lambda err: err["loc"][:1] == ("actionId",))[0]
+        field = str(first["loc"][0]) if first["loc"] else "body"
+        raise RequestError(field, _message(field, first["type"], max_executors)) from None
+
+
+# --- actions and answers --------------------------------------------------------------------
+
+
+class ActionRecord(WireModel):
+    """One action: what was asked, how it went, how long each step took (``/status``'s
+    ``action``, ``lastAction``, ``recentActions`` and the 409's ``action``). The runner keeps
+    these and updates them as the action runs."""
+
+    kind: ActionKind | str = Field(union_mode="left_to_right")
+    """A kind this version does not know stays a string (a newer runner's)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    state: ActionState | str = Field(default=ActionState.RUNNING, union_mode="left_to_right")
+    started_at: float = Field(default_factory=time.time)
+    finished_at: float | None = None
+    timings: dict[str, float] = Field(default_factory=dict)
+    """Seconds per step, from the action's start (``total``, ``executors_live``, ``first_task``,
+    ``stop``, ``repartition``, ``first_commit``)."""
+    result: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+    duplicates: int = 0
+    """Repeated requests with this id, answered without starting anything."""
+
+
+class ActionAnswer(WireModel):
+    """The 202 (started) and 200 (a known ``actionId``: ``duplicate`` true) answer."""
+
+    action: str
+    """The action's id."""
+    kind: ActionKind | str = Field(union_mode="left_to_right")
+    params: dict[str, Any] = Field(default_factory=dict)
+    state: ActionState | str = Field(union_mode="left_to_right")
+    duplicate: bool | None = None
+    phase: KnownPhase = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    @staticmethod
+    def of(record: ActionRecord, phase: Phase, duplicate: bool = False) -> ActionAnswer:
+        return ActionAnswer(action=record.id, kind=record.kind, params=dict(record.params),
+                            state=record.state, duplicate=True if duplicate else None,
+                            phase=phase)
+
+
+class ErrorResponse(WireModel):
+    """401, 404, 413 (and the base of 400 and 409)."""
+
+    error: str
+
+
+class BadRequest(ErrorResponse):
+    """400: the field at fault (``body`` when the body itself is)."""
+
+    field: str | None = None
+
+
+class ConflictResponse(ErrorResponse):
+    """409: the runner is busy with an action, or in a phase that allows no action."""
+
+    phase: KnownPhase = None
+    action: ActionRecord | None = None
+
+
+class HealthResponse(WireModel):
+    """``GET /healthz``: 200 unless Failed (503)."""
+
+    ok: bool
+    phase: KnownPhase = None
+
+
+# --- /status --------------------------------------------------------------------------------
+
+
+class ExecutorEntry(WireModel):
+    """One live executor as the driver's REST API reports it."""
+
+    id: str
+    host_port: str | None = None
+    cores: int | None = None
+    active_tasks: int | None = None
+    total_tasks: int | None = None
+    memory_used: int | None = None
+    added_time: str | None = None
+
+
+class Executors(WireModel):
+    live: int | None = None
+    target: int | None = None
+    cores: int | None = None
+    entries: list[ExecutorEntry] = Field(default_factory=list, alias="list")
+
+
+class Rates(WireModel):
+    """Records/s of the last batch (arrival: growth of the source's latest offset)."""
+
+    arrival_rows_per_second: float | None = None
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+
+
+class BacklogStatus(WireModel):
+    records: float | None = None
+    age_seconds: float | None = Field(default=None, alias="ageSeconds")
+
+
+class StageReport(WireModel):
+    """One stage of the last polled batch (the driver UI's REST API)."""
+
+    stage_id: int | None = None
+    kind: str | None = None
+    tasks: int | None = None
+    rows: float | None = None
+    busy_seconds: float | None = None
+    wall_seconds: float | None = None
+    max_task_seconds: float | None = None
+    median_task_seconds: float | None = None
+    failed_tasks: int | None = None
+    tasks_by_executor: dict[str, int] = Field(default_factory=dict)
+    name: str | None = None
+
+
+class RunnerStatus(WireModel):
+    """``GET /status``: what the runner is doing and has done."""
+
+    job: str | None = None
+    phase: KnownPhase = None
+    query_id: str | None = Field(default=None, alias="queryId")
+    executors: Executors = Field(default_factory=Executors)
+    partitions: int | None = None
+    last_committed_batch: int | None = Field(default=None, alias="lastCommittedBatch")
+    resumed_from_batch: int | None = Field(default=None, alias="resumedFromBatch")
+    rates: Rates = Field(default_factory=Rates)
+    backlog: BacklogStatus = Field(default_factory=BacklogStatus)
+    batch_duration_seconds: float | None = Field(default=None, alias="batchDurationSeconds")
+    stages: list[StageReport] | None = None
+    stateful_tasks_by_executor: dict[str, int] | None = Field(
+        default=None, alias="statefulTasksByExecutor")
+    last_error: str | None = Field(default=None, alias="lastError")
+    action: ActionRecord | None = None
+    """The action in progress."""
+    last_action: ActionRecord | None = Field(default=None, alias="lastAction")
+    recent_actions: list[ActionRecord] = Field(default_factory=list, alias="recentActions")
+    """Oldest first, at most :data:`RECENT_ACTIONS`."""
+
+    def find_action(self, action_id: str) -> ActionRecord | None:
+        """The running or a recent action with this id."""
+        for a in (self.action, *self.recent_actions):
+            if a is not None and a.id == action_id:
+                return a
+        return None

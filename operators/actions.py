@@ -1,0 +1,249 @@
+"""The runner's actions: accept one at a time (idempotent by id), run it in the background, and
+record how it went (:class:`contracts.runner_api.ActionRecord`).
+
+:class:`RunnerActions` is a part of :class:`operators.runner.JobRunner` (a mixin): it uses the
+runner's session, pool, query and phase, and adds ``submit``/``find_action`` and the three
+actions of :class:`contracts.runner_api.ActionKind`:
+
+* ``executors``: reach an absolute executor count (kills the executors holding least state),
+  timing ``executors_live`` and ``first_task``;
+* ``repartition``: the SEEP move: stop between batches, repartition the checkpoint (with
+  rollback, :mod:`operators.state.repartition`), resume, timing ``stop``, ``repartition``,
+  ``first_commit``; ``partitions`` equal to the current count restarts at a batch boundary
+  without repartitioning (the state is loaded again across the current executors);
+* ``stop``: stop at a batch boundary.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from contracts.runner_api import (
+    RECENT_ACTIONS,
+    ActionKind,
+    ActionRecord,
+    ActionRequest,
+    ActionState,
+    ExecutorsRequest,
+    Phase,
+    RepartitionRequest,
+    RequestError,
+)
+from operators import state
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from operators.exporter import RunnerMetrics
+    from operators.session import ExecutorPool
+
+log = structlog.get_logger("operators.runner")
+
+
+class Conflict(RuntimeError):
+    """An action was requested while another runs, or in a phase that does not allow it."""
+
+    def __init__(self, phase: Phase, action: ActionRecord | None) -> None:
+        busy = f"; action {action.id} ({action.kind}) in progress" if action else ""
+        super().__init__(f"runner is {phase}{busy}")
+        self.phase = phase
+        self.action = action
+
+
+class RunnerActions:
+    """The action half of JobRunner (see the module docstring)."""
+
+    # what the runner provides
+    name: str
+    phase: Phase
+    spark: SparkSession | None
+    pool: ExecutorPool | None
+    query: StreamingQuery | None
+    partitions: int | None
+    last_committed_batch: int | None
+    resumed_from_batch: int | None
+    last_error: str | None
+    metrics: RunnerMetrics
+    options: Any
+    initial: int
+    spec: Any
+    _lock: threading.RLock
+    _stopped: threading.Event
+
+    def _init_actions(self) -> None:
+        self.action: ActionRecord | None = None
+        self.last_action: ActionRecord | None = None
+        self.recent_actions: collections.deque[ActionRecord] = collections.deque(
+            maxlen=RECENT_ACTIONS)
+
+    def submit(self, request: ActionRequest) -> ActionRecord:
+        """Start an action in a background thread; raises Conflict or RequestError at once.
+
+        With ``actionId``, the call is idempotent: an action already known by that id (running
+        or among the last :data:`RECENT_ACTIONS`) is returned as it is, its ``duplicates``
+        counted, and nothing starts again."""
+        with self._lock:
+            known = self.find_action(request.action_id)
+            if known is not None:
+                known.duplicates += 1
+                return known
+            allowed = self.action is None and (
+                self.phase == Phase.RUNNING
+                or (request.kind == ActionKind.STOP and self.phase == Phase.FAILED))
+            if not allowed:
+                raise Conflict(self.phase, self.action)
+            self._validate(request)
+            action = ActionRecord(kind=request.kind, params=request.model_dump(
+                exclude={"action_id"}))
+            if request.action_id:
+                action.id = request.action_id
+            self.action = action
+            self.recent_actions.append(action)
+        target = {ActionKind.EXECUTORS: self._scale, ActionKind.REPARTITION: self._repartition,
+                  ActionKind.STOP: self._stop_action}[request.kind]
+        threading.Thread(target=self._run_action, args=(action, target), daemon=True,
+                         name=f"action-{request.kind}").start()
+        return action
+
+    def find_action(self, action_id: str | None) -> ActionRecord | None:
+        """The running or a recent action with this id."""
+        if not action_id:
+            return None
+        if self.action is not None and self.action.id == action_id:
+            return self.action
+        return next((a for a in self.recent_actions if a.id == action_id), None)
+
+    def max_executors(self) -> int:
+        """The ceiling of ``executors`` targets."""
+        return max(self.options.max_executors or 0, self.initial)
+
+    def _validate(self, request: ActionRequest) -> None:
+        if isinstance(request, ExecutorsRequest):
+            request.within(self.max_executors())
+        if isinstance(request, RepartitionRequest) and self.last_committed_batch is None:
+            raise RequestError("partitions",
+                               "partitions: no committed batch yet; nothing to repartition")
+
+    def _run_action(self, action: ActionRecord, fn: Callable[[ActionRecord], None]) -> None:
+        outcome = ActionState.SUCCEEDED
+        try:
+            fn(action)
+            action.state = ActionState.SUCCEEDED
+        except Exception as e:
+            outcome = ActionState.FAILED
+            action.state, action.error = ActionState.FAILED, first_line(e)
+            self.last_error = f"{action.kind}: {action.error}"
+            log.error("action failed", action=action.kind, error=action.error,
+                      trace=traceback.format_exc(limit=3))
+        finally:
+            action.finished_at = time.time()
+            action.timings["total"] = action.finished_at - action.started_at
+            self.metrics.actions.labels(self.name, str(action.kind), str(outcome)).inc()
+            for step, secs in action.timings.items():
+                self.metrics.action_seconds.labels(self.name, str(action.kind), step).set(secs)
+            with self._lock:
+                self.last_action, self.action = action, None
+            log.info("action done", **{k: v for k, v in action.to_wire().items() if v})
+
+    def _scale(self, action: ActionRecord) -> None:
+        assert self.pool is not None
+        n = int(action.params["target"])
+        self._set_phase(Phase.SCALING)
+        try:
+            t0 = time.monotonic()
+            before = {e.id for e in self.pool.live()}
+            weights = {k: float(v) for k, v in (self.metrics.latest_values().get(
+                "stateful_tasks_by_executor") or {}).items()}
+            killed = self.pool.set_target(n, weights)
+            action.result["killed"] = killed
+            if not self.pool.wait_for(n, self.options.scale_timeout):
+                raise TimeoutError(f"{self.pool.live_count()} executors live after "
+                                   f"{self.options.scale_timeout:.0f} s, target {n}")
+            action.timings["executors_live"] = time.monotonic() - t0
+            added = [e.id for e in self.pool.live() if e.id not in before]
+            action.result["added"] = added
+            self._publish_executors()
+            if added:  # request -> a new executor runs a task
+                deadline = time.monotonic() + self.options.scale_timeout
+                while time.monotonic() < deadline:
+                    if any(e.total_tasks > 0 for e in self.pool.live() if e.id in added):
+                        action.timings["first_task"] = time.monotonic() - t0
+                        break
+                    time.sleep(0.25)
+        finally:
+            self._set_phase(Phase.RUNNING)
+
+    def _repartition(self, action: ActionRecord) -> None:
+        assert self.spark is not None
+        n = int(action.params["partitions"])
+        self._set_phase(Phase.REPARTITIONING)
+        t0 = time.monotonic()
+        old = self.partitions
+        resumed = False
+        try:
+            self._stop_at_boundary()
+            action.timings["stop"] = time.monotonic() - t0
+            action.result["batch"] = self.last_committed_batch
+            if n != old:
+                try:
+                    res = state.repartition(self.spark, self.spec.checkpoint.location, n)
+                    self.partitions = n
+                    action.result.update(rows_before=res.rows_before, rows_after=res.rows_after,
+                                         repartition_batch=res.batch)
+                except state.RepartitionError as e:
+                    action.result["rolled_back"] = e.rolled_back
+                    raise
+                finally:
+                    action.timings["repartition"] = time.monotonic() - t0
+            from_batch = self._committed()
+            self._start_query()
+            resumed = True
+            self.resumed_from_batch = from_batch  # the checkpoint batch the query resumed from
+            self._wait_commit_after(from_batch)
+            action.timings["first_commit"] = time.monotonic() - t0
+            self.metrics.state_partitions.labels(self.name).set(self.partitions or 0)
+            action.result["partitions"] = self.partitions
+        finally:
+            if not resumed and self.phase != Phase.FAILED:
+                # Rolled back (or failed before the repartition): resume on the old count.
+                with contextlib.suppress(Exception):
+                    self._start_query()
+            if self.query is not None and self.query.isActive:
+                self._set_phase(Phase.RUNNING)
+            else:  # could not resume even on the old count: say so, do not pretend to run
+                self._set_phase(Phase.FAILED)
+
+    def _stop_action(self, action: ActionRecord) -> None:
+        self._set_phase(Phase.STOPPING)
+        t0 = time.monotonic()
+        if self.query is not None and self.query.isActive:
+            self._stop_at_boundary()
+        action.timings["stop"] = time.monotonic() - t0
+        self._set_phase(Phase.STOPPED)
+        self._stopped.set()
+
+    if TYPE_CHECKING:  # provided by JobRunner
+
+        def _set_phase(self, phase: Phase) -> None: ...
+        def _publish_executors(self) -> None: ...
+        def _stop_at_boundary(self, gap_wait: float = 2.0) -> None: ...
+        def _start_query(self) -> None: ...
+        def _committed(self) -> int: ...
+        def _wait_commit_after(self, batch: int) -> None: ...
+
+def first_line(e: BaseException | str) -> str:
+    """The first meaningful line of an error (Py4J errors start with boilerplate)."""
+    for line in str(e).splitlines():
+        line = line.strip()
+        if line and not line.startswith(("An error occurred", "JVM stacktrace")):
+            return line[:400]
+    return type(e).__name__ if isinstance(e, BaseException) else "error"
