@@ -3,7 +3,7 @@
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and the real node's
 #   kubelet and kube-proxy (one `go build`, so they share its compile)  (hack/tools/k8s)
 #   etcd (hack/tools/etcd), helm (hack/tools/helm), kwok (hack/tools/kwok),
-#   coredns (hack/tools/coredns), pause (hack/tools/pause: the real node's sandbox image)
+#   coredns (hack/tools/coredns), crictl (hack/tools/crictl), pause (hack/tools/pause: the real node's sandbox image)
 # and resolves the Kafka jars from Maven Central (hack/tools/kafka/resolve.sh).
 # Binaries land in $SA_TOOLS_BIN (default ~/.cache/stream-autoscaler/bin) as <tool>-<version>.
 # A group is rebuilt only when its stamp changes: the stamp hashes the version, go.mod, go.sum,
@@ -123,6 +123,12 @@ build kwok "$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSIO
 # CoreDNS for the real node: the cluster domain only (hack/tools/coredns/main.go picks the plugins).
 pinned coredns github.com/coredns/coredns "$COREDNS_VERSION"
 build coredns "$COREDNS_VERSION" "-X github.com/coredns/coredns/coremain.GitCommit=" coredns=.
+
+# crictl: what the real node's down path uses to stop and remove pods through CRI (so CNI tears
+# their network down), and the tool to debug the node with.
+pinned crictl sigs.k8s.io/cri-tools "$CRICTL_VERSION"
+build crictl "$CRICTL_VERSION" "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
+  crictl=sigs.k8s.io/cri-tools/cmd/crictl
 
 # The real node's pod sandbox: a static pause binary (hack/tools/pause); testbed_node.py wraps it
 # in an image tagged as containerd's sandbox_image, since no registry can be pulled from here.
