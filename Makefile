@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SA := $(VENV)/bin/stream-autoscaler
 OUT ?= out/demo
 
-.PHONY: setup demo simulate test lint unit bench tools testbed testbed-down clean
+.PHONY: setup demo simulate test lint unit bench tools image image-down testbed testbed-down clean
 
 setup: $(VENV)/.installed
 
@@ -39,6 +39,16 @@ bench: setup
 tools:
 	@if [ -x hack/tools/build.sh ]; then hack/tools/build.sh; fi
 
+## stream-autoscaler:dev without a registry: Debian's docker.io, a debootstrap base, cached
+## (seconds when nothing changed); also imported into the test bed's real node when it runs.
+image:
+	hack/image/build.sh
+
+## Stop the dockerd `make image` started (if it started one).
+image-down:
+	hack/image/build.sh down
+
+## The control plane, kwok nodes and (as root) one real node; see docs/testbed.md.
 testbed: setup tools
 	hack/testbed/up.sh
 
@@ -47,4 +57,5 @@ testbed-down:
 
 clean:
 	-hack/testbed/down.sh
+	-hack/image/build.sh down
 	rm -rf $(VENV) out .testbed
