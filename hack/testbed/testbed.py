@@ -69,8 +69,8 @@ NODE_TOOLS = {  # the real node's tools: optional (without them the node is skip
     "crictl": "CRICTL_VERSION",
     "pause": "PAUSE_VERSION",
 }
-CONTROL_PLANE = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
-ORDER = (*CONTROL_PLANE[:2], "apiserver-proxy", *CONTROL_PLANE[2:], *testbed_node.COMPONENTS[1:])
+ORDER = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
+CONTROL_PLANE = ORDER  # the real node's components are testbed_node.COMPONENTS
 
 
 class ToolsMissing(RuntimeError):
@@ -124,7 +124,7 @@ class _Bed:
         self.fresh = not self.state
         self.tools = tool_paths()
         # The real node, when this machine can run one (else why not, for the env and the tier).
-        self.node_missing = testbed_node.missing(self.tools)
+        self.node_missing = testbed_node.missing(self.tools, root)
         self.node: testbed_node.Node | None = None
         self.pki = Pki(root / "pki")
         self.init_node()
@@ -629,9 +629,7 @@ def status(root: Path | None = None) -> int:
     root = _root(root)
     state = json.loads((root / "state.json").read_text()) if (root / "state.json").exists() else {}
     running = expected = 0
-    for name in ORDER:
-        if name not in CONTROL_PLANE and not state.get("node"):
-            continue  # no real node on this test bed
+    for name in (*ORDER, *(testbed_node.COMPONENTS if state.get("node") else ())):
         expected += 1
         entry = state.get(name, {})
         pid, argv = entry.get("pid"), entry.get("argv") or []

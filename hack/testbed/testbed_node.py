@@ -65,14 +65,48 @@ SYSCTLS = (
     "net/ipv4/conf/all/route_localnet",
 )
 CHAIN = "SA-TESTBED-FWD"
+TABLE = "mangle"
 
 
-def missing(tools: dict[str, Path]) -> str | None:
+# One real node per machine (two kubelets would fight over the kubepods cgroups): the test bed
+# that runs it claims it here; another test bed (a private one in a test) runs without.
+CLAIM = Path("/run/stream-autoscaler/testbed-node.json")
+
+
+def owner() -> Path | None:
+    """The test bed whose real node runs on this machine, if any."""
+    from testbed_proc import is_ours
+
+    try:
+        root = Path(json.loads(CLAIM.read_text())["root"])
+        state = json.loads((root / "state.json").read_text())
+    except (OSError, ValueError, KeyError):
+        return None
+    entry = state.get("containerd", {})
+    running = is_ours(entry.get("pid"), entry.get("argv") or [])
+    return root if state.get("node") and running else None
+
+
+def claim(root: Path) -> None:
+    CLAIM.parent.mkdir(parents=True, exist_ok=True)
+    CLAIM.write_text(json.dumps({"root": str(root)}))
+
+
+def release_claim(root: Path) -> None:
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        if Path(json.loads(CLAIM.read_text())["root"]) == root:
+            CLAIM.unlink()
+
+
+def missing(tools: dict[str, Path], root: Path) -> str | None:
     """Why the real node cannot run here (None if it can)."""
     if os.environ.get("TESTBED_NODE", "1") in ("0", "false", "no"):
         return "disabled by TESTBED_NODE=0"
     if os.geteuid() != 0:
         return "the real node needs root (containerd, bridge, iptables)"
+    other = owner()
+    if other is not None and other != root:
+        return f"the test bed in {other} runs this machine's real node"
     for name in ("kubelet", "kube-proxy", "coredns", "pause", "crictl"):
         if name not in tools:
             return f"{name} is not built (make tools)"
@@ -137,6 +171,7 @@ class Node:
     # --- network: bridge, FORWARD chain, sysctls -----------------------------------------------
 
     def ensure_network(self, log: Callable[[str], None]) -> None:
+        claim(self.root)
         saved = self.state.setdefault("sysctls", {})
         for key in SYSCTLS:  # the host's values before we (or kubelet) touched anything
             if key not in saved and _sysctl_path(key).exists():
@@ -148,6 +183,9 @@ class Node:
         if f" {self.gateway}/" not in addrs:
             _run("ip", "addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
         _run("ip", "link", "set", self.bridge, "up")
+        # What iptables held before the node ever ran: down() removes the KUBE-*/CNI-* chains
+        # and rules that kubelet, kube-proxy and the CNI plugins add beyond it.
+        self.state.setdefault("iptables_before", _iptables_snapshot())
         # Pod -> Service -> pod on this bridge is routed through the host (kube-proxy's DNAT).
         _sysctl_path("net/ipv4/ip_forward").write_text("1\n")
         self._ensure_chain()
@@ -155,21 +193,24 @@ class Node:
     def _chain_rules(self) -> list[list[str]]:
         br = self.bridge
         return [
-            ["-i", br, "-o", br, "-j", "ACCEPT"],  # pod to pod (and Services DNATed to pods)
+            ["-i", br, "-o", br, "-j", "RETURN"],  # pod to pod (and Services DNATed to pods)
             ["-i", br, "-j", "DROP"],  # never routed from the pod network to anywhere else
             ["-o", br, "-j", "DROP"],  # nor from anywhere else into it
         ]
 
     def _ensure_chain(self) -> None:
-        if _run("iptables", "-w", "-n", "-L", CHAIN, check=False).returncode != 0:
-            _run("iptables", "-w", "-N", CHAIN)
-        _run("iptables", "-w", "-F", CHAIN)
+        """Our chain, jumped to first from mangle's FORWARD: mangle runs before filter, where
+        kube-proxy prepends its own jumps, so nothing it adds can accept traffic before ours."""
+        ipt = ["iptables", "-w", "-t", TABLE]
+        if _run(*ipt, "-n", "-L", CHAIN, check=False).returncode != 0:
+            _run(*ipt, "-N", CHAIN)
+        _run(*ipt, "-F", CHAIN)
         for rule in self._chain_rules():
-            _run("iptables", "-w", "-A", CHAIN, *rule)
+            _run(*ipt, "-A", CHAIN, *rule)
         jump = ["FORWARD", "-j", CHAIN]
-        if _run("iptables", "-w", "-C", *jump, check=False).returncode != 0:
-            _run("iptables", "-w", "-I", *jump)
-        self.state["iptables"] = {"chain": CHAIN, "jumps": [jump]}
+        if _run(*ipt, "-C", *jump, check=False).returncode != 0:
+            _run(*ipt, "-I", *jump)
+        self.state["iptables"] = {"table": TABLE, "chain": CHAIN, "jumps": [jump]}
 
     # --- the pause image ------------------------------------------------------------------------
 
@@ -507,13 +548,17 @@ conntrack:
             log(f"testbed: unmounted {n} node mount(s)")
         _remove_kubepods_cgroups()
         ipt = self.state.get("iptables") or {}
+        table = ["iptables", "-w", "-t", ipt.get("table", "filter")]
         for jump in ipt.get("jumps", []):
-            while _run("iptables", "-w", "-D", *jump, check=False).returncode == 0:
+            while _run(*table, "-D", *jump, check=False).returncode == 0:
                 pass
         if ipt.get("chain"):
-            _run("iptables", "-w", "-F", ipt["chain"], check=False)
-            _run("iptables", "-w", "-X", ipt["chain"], check=False)
+            _run(*table, "-F", ipt["chain"], check=False)
+            _run(*table, "-X", ipt["chain"], check=False)
         self.state.pop("iptables", None)
+        n = _remove_added_iptables(self.state.pop("iptables_before", None))
+        if n:
+            log(f"testbed: removed {n} iptables chain(s)/rule(s) kubelet, kube-proxy or CNI added")
         if _run("ip", "link", "show", self.bridge, check=False).returncode == 0:
             _run("ip", "link", "del", self.bridge, check=False)
             log(f"testbed: deleted bridge {self.bridge}")
@@ -522,6 +567,7 @@ conntrack:
                 if _sysctl_path(key).read_text().strip() != value:
                     _sysctl_path(key).write_text(value + "\n")
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        release_claim(self.root)
 
     def _kill_shims(self) -> None:
         """containerd's shims outlive it by design; ours have our socket as -address."""
@@ -541,6 +587,51 @@ conntrack:
 def _write(path: Path, text: str) -> None:
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
+
+
+OUR_CHAINS = ("KUBE-", "CNI-", CHAIN)
+
+
+def _iptables_snapshot() -> dict[str, dict[str, list[str]]]:
+    """{table: {"chains": [...], "rules": ["-A ...", ...]}} from iptables-save."""
+    out: dict[str, dict[str, list[str]]] = {}
+    table = ""
+    for line in _run("iptables-save").stdout.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+            out[table] = {"chains": [], "rules": []}
+        elif line.startswith(":"):
+            out[table]["chains"].append(line[1:].split()[0])
+        elif line.startswith("-A "):
+            out[table]["rules"].append(line)
+    return out
+
+
+def _remove_added_iptables(before: dict[str, dict[str, list[str]]] | None) -> int:
+    """Delete the rules and chains that are ours (KUBE-*, CNI-*, our chain) and were not there
+    before the node first started. The count."""
+    if before is None:
+        return 0
+    import shlex
+
+    count = 0
+    for table, now in _iptables_snapshot().items():
+        old = before.get(table, {"chains": [], "rules": []})
+        for rule in reversed(now["rules"]):
+            words = shlex.split(rule)
+            chain, target = words[1], words[words.index("-j") + 1] if "-j" in words else ""
+            mine = chain.startswith(OUR_CHAINS) or target.startswith(OUR_CHAINS)
+            if mine and rule not in old["rules"]:
+                _run("iptables", "-w", "-t", table, "-D", *words[1:], check=False)
+                count += 1
+        for chain in now["chains"]:
+            if chain.startswith(OUR_CHAINS) and chain not in old["chains"]:
+                _run("iptables", "-w", "-t", table, "-F", chain, check=False)
+        for chain in now["chains"]:
+            if chain.startswith(OUR_CHAINS) and chain not in old["chains"]:
+                _run("iptables", "-w", "-t", table, "-X", chain, check=False)
+                count += 1
+    return count
 
 
 def _pick_subnet() -> ipaddress.IPv4Network:
