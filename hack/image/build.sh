@@ -159,6 +159,10 @@ ensure_base() {
     mv "$tarball.tmp" "$tarball"
     rm -rf "$dir"
     say "base rootfs cached: $tarball ($(du -m "$tarball" | cut -f1) MB, debootstrap + apt + tar $((SECONDS - start)) s)"
+    # Older bases (other inputs) are dead weight: drop their tarballs and images.
+    find "$cache/images" -maxdepth 1 -name 'base-bookworm-*.tar' ! -name "${tarball##*/}" -delete
+    "$docker" images --format '{{.Repository}}:{{.Tag}}' stream-autoscaler-base |
+      grep -vx "$tag" | xargs -r "$docker" rmi >/dev/null 2>&1 || true
   fi
   if ! "$docker" image inspect "$tag" >/dev/null 2>&1; then
     say "docker import $tag"
