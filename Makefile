@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SA := $(VENV)/bin/stream-autoscaler
 OUT ?= out/demo
 
-.PHONY: setup demo simulate test lint unit bench tools image image-down testbed testbed-down clean
+.PHONY: setup demo simulate test lint unit bench tools image image-down node-deps testbed testbed-down clean
 
 setup: $(VENV)/.installed
 
@@ -22,7 +22,7 @@ simulate: setup
 	$(SA) simulate --trace traces/burst.csv --baseline all --out out/simulate
 
 ## The README's test command: lint, the pure core, then every tier against real components.
-test: setup tools
+test: setup tools node-deps
 	hack/test.sh
 
 lint: setup
@@ -49,8 +49,12 @@ image-down:
 	hack/image/build.sh down
 
 ## The control plane, kwok nodes and (as root) one real node; see docs/testbed.md.
-testbed: setup tools
+testbed: setup tools node-deps
 	hack/testbed/up.sh
+
+## Debian packages the real node needs (containerd, runc, CNI plugins, iptables, conntrack).
+node-deps:
+	hack/testbed/node-deps.sh
 
 testbed-down:
 	hack/testbed/down.sh

@@ -461,8 +461,10 @@ def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
     node = bed.node
     if node:
         node.ensure_network(log)  # the gateway address must exist before the API server
-    elif bed.state.get("node"):  # a node from an earlier run that cannot run now
-        _down_node(bed, log)
+    else:
+        log(f"testbed: no real node: {bed.node_missing}")
+        if bed.state.get("node"):  # a node from an earlier run that cannot run now
+            _down_node(bed, log)
     for name in CONTROL_PLANE:
         if name in CONTROL_PLANE[2:]:  # clients of the API server; its port is settled by now
             bed.pki.kubeconfig(root / "kubeconfigs" / f"{name}.kubeconfig", bed.api, name)
