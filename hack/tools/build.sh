@@ -73,7 +73,17 @@ build() {
   local start=$SECONDS out name
   out=$(mktemp -d "$bin/.build-$dir.XXXXXX")
   # One `go build` for the whole group, so the packages the binaries share compile once.
-  (cd "$here/$dir" && go build -p "$jobs" -ldflags "-s -w $ldflags" -o "$out/" "${pkgs[@]}")
+  # A cold k8s group takes minutes: say every 30 s that it is still going, rather than nothing.
+  (cd "$here/$dir" && go build -p "$jobs" -ldflags "-s -w $ldflags" -o "$out/" "${pkgs[@]}") &
+  local pid=$! next=$((SECONDS + 30))
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if ((SECONDS >= next)); then
+      echo "tools: still building ${tools[*]} ($((SECONDS - start)) s so far)"
+      next=$((next + 30))
+    fi
+  done
+  wait "$pid"
   for spec in "$@"; do
     tool=${spec%%=*}
     name=$(basename "${spec#*=}"); [[ $name == . ]] && name=$dir
