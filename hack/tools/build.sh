@@ -87,7 +87,13 @@ build() {
   for spec in "$@"; do
     tool=${spec%%=*}
     name=$(basename "${spec#*=}"); [[ $name == . ]] && name=$dir
-    mv -f "$out/$name" "$bin/$tool-$version"
+    # An identical binary keeps its mtime, so running test beds do not restart for nothing
+    # (another work tree with another go.mod for the same version rebuilds the group).
+    if cmp -s "$out/$name" "$bin/$tool-$version"; then
+      rm -f "$out/$name"
+    else
+      mv -f "$out/$name" "$bin/$tool-$version"
+    fi
   done
   rmdir "$out"
   echo "$stamp" >"$stamp_file"
