@@ -1,32 +1,46 @@
-# syntax=docker/dockerfile:1.7
-# One image for the controller (`stream-autoscaler controller`) and the Spark drivers' runner
-# (`stream-autoscaler runner --job ...`): Python 3.11, Java 17 JRE, PySpark and the project.
+# One image for the controller (`stream-autoscaler controller`), the Spark drivers' runner
+# (`stream-autoscaler runner --job ...`) and Spark on Kubernetes' executor pods (container args
+# `executor`, see docker/entrypoint.sh): Python 3.11, Java 17 JRE, PySpark and the project.
 #   docker build -t stream-autoscaler:dev .        (hack/kind/load-image.sh does this)
+#   make image      (hack/image/build.sh: the same file on a debootstrap'd Debian base, no registry)
+# No `# syntax=` line: it would pull a frontend image from Docker Hub; the builtin BuildKit
+# frontend (Docker >= 20.10) has everything used here, RUN --mount=type=secret included.
+# A build that must trust a TLS-intercepting proxy passes its CA bundle as the BuildKit secret
+# `ca-bundle`; it is mounted only during the pip runs and never written to a layer.
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
 # --- build: a virtualenv with the project and its Spark extra ---------------------------------
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install --upgrade pip setuptools wheel
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && python -m venv /opt/venv && /opt/venv/bin/pip install --upgrade pip setuptools wheel
 # Dependencies first, so a source change does not re-download PySpark.
 COPY pyproject.toml README.md ./
 COPY app/__init__.py app/__init__.py
 COPY contracts/__init__.py contracts/__init__.py
 COPY controller/__init__.py controller/__init__.py
 COPY operators/__init__.py operators/__init__.py
-RUN /opt/venv/bin/pip install ".[spark]" && /opt/venv/bin/pip uninstall -y stream-autoscaler
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && /opt/venv/bin/pip install ".[spark]" && /opt/venv/bin/pip uninstall -y stream-autoscaler
 COPY app ./app
 COPY contracts ./contracts
 COPY controller ./controller
 COPY operators ./operators
-RUN /opt/venv/bin/pip install --no-deps . && /opt/venv/bin/python -m compileall -q /opt/venv
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && /opt/venv/bin/pip install --no-deps . && /opt/venv/bin/python -m compileall -q /opt/venv
 
 # --- runtime ----------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS runtime
-RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps \
- && rm -rf /var/lib/apt/lists/* \
+# python:3.11-slim lacks Java, tini and ps; the debootstrap base of hack/image/build.sh has them.
+RUN if ! command -v java >/dev/null || ! [ -x /usr/bin/tini ] || ! command -v ps >/dev/null; then \
+      apt-get update \
+      && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi \
  && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java \
  && groupadd --gid 10001 app \
  && useradd --uid 10001 --gid app --home-dir /home/app --create-home --shell /usr/sbin/nologin app \
@@ -34,6 +48,7 @@ RUN apt-get update \
 COPY --from=build /opt/venv /opt/venv
 COPY policies /opt/stream-autoscaler/policies
 COPY traces /opt/stream-autoscaler/traces
+COPY docker/entrypoint.sh /usr/local/bin/entrypoint.sh
 ENV PATH=/opt/venv/bin:$PATH \
     JAVA_HOME=/opt/java \
     PYTHONUNBUFFERED=1 \
@@ -43,5 +58,6 @@ WORKDIR /home/app
 USER 10001:10001
 # 8080: controller /healthz; 9090: Prometheus /metrics.
 EXPOSE 8080 9090
-ENTRYPOINT ["/usr/bin/tini", "--", "stream-autoscaler"]
+# tini stays PID 1; the entrypoint dispatches `driver`/`executor` to Spark, anything else to the CLI.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/entrypoint.sh"]
 CMD ["--help"]

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SA := $(VENV)/bin/stream-autoscaler
 OUT ?= out/demo
 
-.PHONY: setup demo simulate test lint unit bench tools testbed testbed-down clean
+.PHONY: setup demo simulate test lint unit bench tools image image-down node-deps testbed testbed-down clean
 
 setup: $(VENV)/.installed
 
@@ -22,7 +22,7 @@ simulate: setup
 	$(SA) simulate --trace traces/burst.csv --baseline all --out out/simulate
 
 ## The README's test command: lint, the pure core, then every tier against real components.
-test: setup tools
+test: setup tools node-deps
 	hack/test.sh
 
 ## Static checks: style, types of the pure core, and the layering (import-linter, pyproject.toml).
@@ -39,12 +39,27 @@ bench: setup
 tools:
 	@if [ -x hack/tools/build.sh ]; then hack/tools/build.sh; fi
 
-testbed: setup tools
+## stream-autoscaler:dev without a registry: Debian's docker.io, a debootstrap base, cached
+## (seconds when nothing changed); also imported into the test bed's real node when it runs.
+image:
+	hack/image/build.sh
+
+## Stop the dockerd `make image` started (if it started one).
+image-down:
+	hack/image/build.sh down
+
+## The control plane, kwok nodes and (as root) one real node; see docs/testbed.md.
+testbed: setup tools node-deps
 	hack/testbed/up.sh
+
+## Debian packages the real node needs (containerd, runc, CNI plugins, iptables, conntrack).
+node-deps:
+	hack/testbed/node-deps.sh
 
 testbed-down:
 	hack/testbed/down.sh
 
 clean:
 	-hack/testbed/down.sh
+	-hack/image/build.sh down
 	rm -rf $(VENV) out .testbed

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The loopback test bed: etcd, kube-apiserver (RBAC on), kube-controller-manager,
 kube-scheduler and kwok with fake nodes, started from the binaries `hack/tools/build.sh` caches;
-`up` also starts the Kafka broker of hack/testbed/testbed_kafka.py (TESTBED_KAFKA in env).
+`up` also starts the Kafka broker of hack/testbed/testbed_kafka.py (TESTBED_KAFKA in env), and,
+as root with containerd and the CNI plugins installed, one real node (hack/testbed/testbed_node.py:
+containerd, kubelet, kube-proxy, CoreDNS on a bridge of its own; TESTBED_NODE in env).
 
     python3 hack/testbed/testbed.py up | down | status     (what `make testbed[-down]` run)
 
@@ -32,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import testbed_node
 from testbed_pki import SERVICE_CIDR, Pki
 from testbed_proc import (
     cache_root,
@@ -59,7 +62,15 @@ TOOLS = {  # tool -> key in versions.env
     "helm": "HELM_VERSION",
     "kwok": "KWOK_VERSION",
 }
+NODE_TOOLS = {  # the real node's tools: optional (without them the node is skipped)
+    "kubelet": "KUBERNETES_VERSION",
+    "kube-proxy": "KUBERNETES_VERSION",
+    "coredns": "COREDNS_VERSION",
+    "crictl": "CRICTL_VERSION",
+    "pause": "PAUSE_VERSION",
+}
 ORDER = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
+CONTROL_PLANE = ORDER  # the real node's components are testbed_node.COMPONENTS
 
 
 class ToolsMissing(RuntimeError):
@@ -82,6 +93,9 @@ def tool_paths() -> dict[str, Path]:
     missing = [str(p) for p in paths.values() if not p.exists()]
     if missing:
         raise ToolsMissing("test-bed tools not built (run `make tools`): " + ", ".join(missing))
+    for t, k in NODE_TOOLS.items():
+        if k in v and (d / f"{t}-{v[k]}").exists():
+            paths[t] = d / f"{t}-{v[k]}"
     return paths
 
 
@@ -107,8 +121,21 @@ class _Bed:
         self.state: dict[str, Any] = {}
         if self.state_file.exists():
             self.state = json.loads(self.state_file.read_text())
-        self.pki = Pki(root / "pki")
+        self.fresh = not self.state
         self.tools = tool_paths()
+        # The real node, when this machine can run one (else why not, for the env and the tier).
+        self.node_missing = testbed_node.missing(self.tools, root)
+        self.node: testbed_node.Node | None = None
+        self.pki = Pki(root / "pki")
+        self.init_node()
+
+    def init_node(self) -> None:
+        """(Re)bind the node to the current state; the certificate then names its gateway."""
+        if self.node_missing is None:
+            self.node = testbed_node.Node(
+                self.root, self.state.setdefault("node", {}), self.tools, self.port
+            )
+        self.pki = Pki(self.root / "pki", (self.node.gateway,) if self.node else ())
 
     def save(self) -> None:
         tmp = self.state_file.with_suffix(".tmp")
@@ -146,11 +173,12 @@ class _Bed:
                 "--quota-backend-bytes=4294967296",
             ]
         if name == "apiserver":
+            node = self.node
             return [
                 str(t["kube-apiserver"]),
                 f"--etcd-servers=http://127.0.0.1:{self.port('etcd')}",
                 "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--advertise-address={node.gateway if node else '127.0.0.1'}",
                 f"--secure-port={self.port('apiserver')}",
                 f"--tls-cert-file={p.server_crt}",
                 f"--tls-private-key-file={p.server_key}",
@@ -161,9 +189,19 @@ class _Bed:
                 f"--service-account-key-file={p.sa_pub}",
                 f"--service-account-signing-key-file={p.sa_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                # The `kubernetes` endpoints would point at a loopback address, which the API
-                # server itself rejects; nothing in the test bed needs them.
-                "--endpoint-reconciler-type=none",
+                # With a real node, the `kubernetes` Service points at the gateway forwarder
+                # (pods use it). Without, its endpoint would be a loopback address, which the
+                # API server itself rejects; nothing then needs it.
+                f"--endpoint-reconciler-type={'lease' if node else 'none'}",
+                *(
+                    [
+                        f"--kubelet-client-certificate={p.kubelet_client_crt}",
+                        f"--kubelet-client-key={p.kubelet_client_key}",
+                        "--kubelet-preferred-address-types=InternalIP",
+                    ]
+                    if node
+                    else []
+                ),
                 "--allow-privileged=true",
                 "--v=1",
             ]
@@ -211,9 +249,13 @@ class _Bed:
                 "--cidr=10.244.0.0/16",
                 "--node-lease-duration-seconds=40",
             ]
+        if self.node and name in testbed_node.COMPONENTS:
+            return self.node.argv(name)
         raise KeyError(name)
 
     def healthy(self, name: str) -> bool:
+        if self.node and name in testbed_node.COMPONENTS:
+            return self.node.healthy(name)
         port = self.port(name)
         if name == "etcd":
             code, body = http_get(f"http://127.0.0.1:{port}/health")
@@ -406,26 +448,40 @@ def _live(pids: Any) -> list[int]:
 def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
     t0 = time.monotonic()
     bed = _Bed(root)
-    bed.pki.ensure()
     if bed.state.get("versions") != versions():  # other binaries: start from a clean slate
-        if bed.state:
+        if not bed.fresh:
             log("testbed: tool versions changed; restarting from empty data")
-            _stop_all(bed)
+            _stop_all(bed, log)
             _wipe(root / "etcd-data")
         bed.state = {"versions": dict(versions())}
+        bed.init_node()
+    bed.pki.ensure()
     started = []
     timeouts = {"etcd": 30, "apiserver": 90, "controller-manager": 60, "scheduler": 60, "kwok": 60}
-    for name in ORDER:
-        if name in ORDER[2:]:  # clients of the API server; its port is settled by now
+    node = bed.node
+    if node:
+        node.ensure_network(log)  # the gateway address must exist before the API server
+    else:
+        log(f"testbed: no real node: {bed.node_missing}")
+        if bed.state.get("node"):  # a node from an earlier run that cannot run now
+            _down_node(bed, log)
+    for name in CONTROL_PLANE:
+        if name in CONTROL_PLANE[2:]:  # clients of the API server; its port is settled by now
             bed.pki.kubeconfig(root / "kubeconfigs" / f"{name}.kubeconfig", bed.api, name)
         if bed.ensure(name, timeouts[name]):
             started.append(name)
+        if name == "apiserver" and node and bed.ensure("apiserver-proxy", 10):
+            started.append("apiserver-proxy")
     bed.ensure_nodes()
     bed.ensure_default_serviceaccount()
+    if node:
+        started += _ensure_node(bed, node, log)
     kubeconfig = bed.pki.kubeconfig(root / "kubeconfig", bed.api, "admin")
     bindir = root / "bin"
     bindir.mkdir(exist_ok=True)
-    for tool in ("kubectl", "helm", "kwok", "etcd", "kube-apiserver"):
+    for tool in ("kubectl", "helm", "kwok", "etcd", "kube-apiserver", "crictl"):
+        if tool not in bed.tools:
+            continue
         link = bindir / tool
         link.unlink(missing_ok=True)
         link.symlink_to(bed.tools[tool])
@@ -441,6 +497,10 @@ def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
         "TESTBED_CA_FILE": str(bed.pki.ca_crt),
         "TESTBED_KUBERNETES_VERSION": versions()["KUBERNETES_VERSION"],
     }
+    if node:
+        env.update(node.env())
+    else:
+        env["TESTBED_NODE_MISSING"] = bed.node_missing or ""
     env.update(_kafka_env(root))
     (root / "env").write_text("".join(f"{k}={v}\n" for k, v in env.items()))
     bed.save()
@@ -450,6 +510,69 @@ def _ensure_up(root: Path, log: Callable[[str], None]) -> Testbed:
         f"KUBECONFIG={kubeconfig}"
     )
     return Testbed(root, kubeconfig, bed.admin_token, bed.pki.ca_crt, env, bed.tools, started)
+
+
+def _ensure_node(bed: _Bed, node: testbed_node.Node, log: Callable[[str], None]) -> list[str]:
+    """containerd (+ the pause image), CoreDNS, kubelet (until the Node is Ready), kube-proxy."""
+    t0 = time.monotonic()
+    started = []
+    node.write_configs(bed.pki, bed.api)
+    if bed.ensure("containerd", 60):
+        started.append("containerd")
+    node.ensure_pause_image(log)
+    for path, obj in testbed_node.COREDNS_RBAC:
+        code, body = bed.kube("POST", path, obj)
+        if code not in (201, 409):
+            raise RuntimeError(f"creating {obj['kind']} testbed:coredns: {code} {body}")
+    for name, timeout in (("coredns", 60), ("kubelet", 90), ("kube-proxy", 60)):
+        if bed.ensure(name, timeout):
+            started.append(name)
+        if name == "kubelet":
+            log(f"testbed: waiting for node {testbed_node.NODE_NAME} to be Ready ...")
+            testbed_node.wait_node_ready(bed.kube, 120, bed.log("kubelet"))
+    bed.save()
+    if started:
+        log(f"testbed: real node {testbed_node.NODE_NAME} ready in {testbed_node.elapsed(t0)}")
+    return started
+
+
+def _down_node(bed: _Bed, log: Callable[[str], None]) -> list[str]:
+    """Stop the node's processes (pods removed through CRI first) and undo what it made."""
+    state = bed.state.get("node")
+    if not state:
+        return []
+    stopped = []
+    for name in ("kube-proxy", "kubelet"):
+        if _stop_one(bed, name):
+            stopped.append(name)
+    node = testbed_node.Node(bed.root, state, _node_tools(), bed.port)
+    if is_ours(
+        bed.state.get("containerd", {}).get("pid"),
+        bed.state.get("containerd", {}).get("argv") or [],
+    ):
+        node.remove_pods(log)
+    for name in ("coredns", "containerd", "apiserver-proxy"):
+        if _stop_one(bed, name):
+            stopped.append(name)
+    node.cleanup(log)
+    bed.state.pop("node", None)
+    return stopped
+
+
+def _node_tools() -> dict[str, Path]:
+    v, d = versions(), tools_dir()
+    return {
+        t: d / f"{t}-{v[k]}"
+        for t, k in NODE_TOOLS.items()
+        if k in v and (d / f"{t}-{v[k]}").exists()
+    }
+
+
+def _stop_one(bed: _Bed, name: str) -> bool:
+    entry = bed.state.get(name, {})
+    pid, argv = entry.get("pid"), entry.get("argv")
+    entry.pop("pid", None)
+    return isinstance(pid, int) and isinstance(argv, list) and stop(pid, argv)
 
 
 def _kafka_env(root: Path) -> dict[str, str]:
@@ -470,14 +593,11 @@ def _up_kafka(root: Path) -> None:
         print(f"testbed: kafka skipped: {e}", file=sys.stderr)
 
 
-def _stop_all(bed: _Bed) -> list[str]:
-    stopped = []
-    for name in reversed(ORDER):
-        entry = bed.state.get(name, {})
-        pid, argv = entry.get("pid"), entry.get("argv")
-        if isinstance(pid, int) and isinstance(argv, list) and stop(pid, argv):
+def _stop_all(bed: _Bed, log: Callable[[str], None] = print) -> list[str]:
+    stopped = _down_node(bed, log)
+    for name in reversed(CONTROL_PLANE):
+        if _stop_one(bed, name):
             stopped.append(name)
-        entry.pop("pid", None)
     return stopped
 
 
@@ -500,7 +620,7 @@ def _down(root: Path, wipe: bool, log: Callable[[str], None]) -> None:
     bed = _Bed.__new__(_Bed)
     bed.root, bed.state_file = root, root / "state.json"
     bed.state = json.loads(bed.state_file.read_text())
-    stopped = _stop_all(bed)
+    stopped = _stop_all(bed, log)
     bed.save()
     if wipe:
         _wipe(root / "etcd-data")
@@ -510,14 +630,15 @@ def _down(root: Path, wipe: bool, log: Callable[[str], None]) -> None:
 def status(root: Path | None = None) -> int:
     root = _root(root)
     state = json.loads((root / "state.json").read_text()) if (root / "state.json").exists() else {}
-    running = 0
-    for name in ORDER:
+    running = expected = 0
+    for name in (*ORDER, *(testbed_node.COMPONENTS if state.get("node") else ())):
+        expected += 1
         entry = state.get(name, {})
         pid, argv = entry.get("pid"), entry.get("argv") or []
         ok = is_ours(pid, argv)
         running += ok
         print(f"{name:20} {'running pid ' + str(pid) if ok else 'stopped'}")
-    return 0 if running == len(ORDER) else 1
+    return 0 if running == expected else 1
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,8 @@
 """Credentials of the test bed, made once and kept in .testbed/pki: a CA and the API server's
 serving certificate (openssl), the service-account signing key pair, static bearer tokens, and
-the kubeconfigs built from them."""
+the kubeconfigs built from them. The serving certificate also names the real node's gateway
+address when there is one (`extra_ips`), and the API server has a client certificate for
+kubelets."""
 
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ USERS: dict[str, tuple[str, str]] = {
     "controller-manager": ("system:kube-controller-manager", ""),
     "scheduler": ("system:kube-scheduler", ""),
     "kwok": ("kwok", "system:masters"),
+    # The real node (testbed_node.py): the Node authorizer knows kubelets by this name and group;
+    # system:kube-proxy is bound by the bootstrap policy (system:node-proxier); CoreDNS gets a
+    # list/watch ClusterRole from testbed_node.COREDNS_RBAC.
+    "kubelet": ("system:node:testbed-node", "system:nodes"),
+    "kube-proxy": ("system:kube-proxy", ""),
+    "coredns": ("system:coredns", ""),
 }
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -28,6 +36,9 @@ SERVICE_IP = "10.96.0.1"  # first address of SERVICE_CIDR: the `kubernetes` Serv
 @dataclass(frozen=True)
 class Pki:
     dir: Path
+    # Addresses the serving certificate must also carry (the real node's gateway, where pods
+    # reach the API server); a certificate without one of them is reissued.
+    extra_ips: tuple[str, ...] = ()
 
     @property
     def ca_crt(self) -> Path:
@@ -54,6 +65,15 @@ class Pki:
         return self.dir / "sa.pub"
 
     @property
+    def kubelet_client_crt(self) -> Path:
+        """The API server's client certificate towards kubelets (logs, exec): system:masters."""
+        return self.dir / "apiserver-kubelet-client.crt"
+
+    @property
+    def kubelet_client_key(self) -> Path:
+        return self.dir / "apiserver-kubelet-client.key"
+
+    @property
     def tokens_csv(self) -> Path:
         return self.dir / "tokens.csv"
 
@@ -78,25 +98,78 @@ class Pki:
                 "/CN=stream-autoscaler-testbed-ca",
             )
             self.server_crt.unlink(missing_ok=True)
-        if not (self.server_crt.exists() and self.server_key.exists()):
+        if not (self.server_crt.exists() and self.server_key.exists()) or not self._has_ips():
             self._server_cert()
+        if not (self.kubelet_client_crt.exists() and self.kubelet_client_key.exists()):
+            self._client_cert(
+                self.kubelet_client_crt,
+                self.kubelet_client_key,
+                "/O=system:masters/CN=kube-apiserver-kubelet-client",
+            )
         if not (self.sa_key.exists() and self.sa_pub.exists()):
             _openssl("genrsa", "-out", self.sa_key, "2048")
             _openssl("rsa", "-in", self.sa_key, "-pubout", "-out", self.sa_pub)
-        if not self.tokens_csv.exists():
-            with open(self.tokens_csv, "w", newline="") as f:
-                w = csv.writer(f)
-                for i, (user, groups) in enumerate(USERS.values()):
+        have = set()
+        if self.tokens_csv.exists():
+            with open(self.tokens_csv, newline="") as f:
+                have = {row[1] for row in csv.reader(f) if len(row) > 1}
+        if have >= {user for user, _ in USERS.values()}:
+            return
+        # New users (a test bed made before they existed) are appended; tokens are never rotated.
+        with open(self.tokens_csv, "a", newline="") as f:
+            w = csv.writer(f)
+            for i, (user, groups) in enumerate(USERS.values()):
+                if user not in have:
                     w.writerow(
                         [secrets.token_hex(24), user, f"uid-{i}", *([groups] if groups else [])]
                     )
-            self.tokens_csv.chmod(0o600)
+        self.tokens_csv.chmod(0o600)
+
+    def _has_ips(self) -> bool:
+        if not self.extra_ips:
+            return True
+        out = subprocess.run(
+            ["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in", str(self.server_crt)],
+            capture_output=True,
+            text=True,
+        ).stdout
+        return all(f"IP Address:{ip}" in out for ip in self.extra_ips)
+
+    def _client_cert(self, crt: Path, key: Path, subject: str) -> None:
+        csr, ext = self.dir / "client.csr", self.dir / "client.ext"
+        ext.write_text(
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+            "extendedKeyUsage=clientAuth\n"
+        )
+        _openssl(
+            "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", subject
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            csr,
+            "-CA",
+            self.ca_crt,
+            "-CAkey",
+            self.ca_key,
+            "-CAcreateserial",
+            "-days",
+            "3650",
+            "-extfile",
+            ext,
+            "-out",
+            crt,
+        )
+        csr.unlink()
+        ext.unlink()
 
     def _server_cert(self) -> None:
         csr, ext = self.dir / "apiserver.csr", self.dir / "apiserver.ext"
         sans = [
             "IP:127.0.0.1",
             f"IP:{SERVICE_IP}",
+            *(f"IP:{ip}" for ip in self.extra_ips),
             "DNS:localhost",
             "DNS:kubernetes",
             "DNS:kubernetes.default",

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the test-bed tools from Go modules and cache them outside the work tree:
-#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (hack/tools/k8s)
-#   etcd (hack/tools/etcd), helm (hack/tools/helm), kwok (hack/tools/kwok)
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and the real node's
+#   kubelet and kube-proxy (one `go build`, so they share its compile)  (hack/tools/k8s)
+#   etcd (hack/tools/etcd), helm (hack/tools/helm), kwok (hack/tools/kwok),
+#   coredns (hack/tools/coredns), crictl (hack/tools/crictl), pause (hack/tools/pause: the real node's sandbox image)
 # and resolves the Kafka jars from Maven Central (hack/tools/kafka/resolve.sh).
 # Binaries land in $SA_TOOLS_BIN (default ~/.cache/stream-autoscaler/bin) as <tool>-<version>.
 # A group is rebuilt only when its stamp changes: the stamp hashes the version, go.mod, go.sum,
@@ -71,11 +73,27 @@ build() {
   local start=$SECONDS out name
   out=$(mktemp -d "$bin/.build-$dir.XXXXXX")
   # One `go build` for the whole group, so the packages the binaries share compile once.
-  (cd "$here/$dir" && go build -p "$jobs" -ldflags "-s -w $ldflags" -o "$out/" "${pkgs[@]}")
+  # A cold k8s group takes minutes: say every 30 s that it is still going, rather than nothing.
+  (cd "$here/$dir" && go build -p "$jobs" -ldflags "-s -w $ldflags" -o "$out/" "${pkgs[@]}") &
+  local pid=$! next=$((SECONDS + 30))
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if ((SECONDS >= next)); then
+      echo "tools: still building ${tools[*]} ($((SECONDS - start)) s so far)"
+      next=$((next + 30))
+    fi
+  done
+  wait "$pid"
   for spec in "$@"; do
     tool=${spec%%=*}
     name=$(basename "${spec#*=}"); [[ $name == . ]] && name=$dir
-    mv -f "$out/$name" "$bin/$tool-$version"
+    # An identical binary keeps its mtime, so running test beds do not restart for nothing
+    # (another work tree with another go.mod for the same version rebuilds the group).
+    if cmp -s "$out/$name" "$bin/$tool-$version"; then
+      rm -f "$out/$name"
+    else
+      mv -f "$out/$name" "$bin/$tool-$version"
+    fi
   done
   rmdir "$out"
   echo "$stamp" >"$stamp_file"
@@ -98,7 +116,9 @@ build k8s "$KUBERNETES_VERSION" "$k8s_ldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
-  kubectl=k8s.io/kubernetes/cmd/kubectl
+  kubectl=k8s.io/kubernetes/cmd/kubectl \
+  kubelet=k8s.io/kubernetes/cmd/kubelet \
+  kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
 
 pinned etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 build etcd "$ETCD_VERSION" "" etcd=.
@@ -115,6 +135,20 @@ build helm "$HELM_VERSION" "$helm_ldflags" helm=helm.sh/helm/v3/cmd/helm
 
 pinned kwok sigs.k8s.io/kwok "$KWOK_VERSION"
 build kwok "$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" kwok=sigs.k8s.io/kwok/cmd/kwok
+
+# CoreDNS for the real node: the cluster domain only (hack/tools/coredns/main.go picks the plugins).
+pinned coredns github.com/coredns/coredns "$COREDNS_VERSION"
+build coredns "$COREDNS_VERSION" "-X github.com/coredns/coredns/coremain.GitCommit=" coredns=.
+
+# crictl: what the real node's down path uses to stop and remove pods through CRI (so CNI tears
+# their network down), and the tool to debug the node with.
+pinned crictl sigs.k8s.io/cri-tools "$CRICTL_VERSION"
+build crictl "$CRICTL_VERSION" "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
+  crictl=sigs.k8s.io/cri-tools/cmd/crictl
+
+# The real node's pod sandbox: a static pause binary (hack/tools/pause); testbed_node.py wraps it
+# in an image tagged as containerd's sandbox_image, since no registry can be pulled from here.
+build pause "$PAUSE_VERSION" "" pause=.
 
 # kwok needs its Stage objects (node initialize + lease heartbeat, pod ready/complete/delete) as
 # config files since v0.7: take them from the pinned module rather than keeping a copy here.
