@@ -7,8 +7,9 @@ decided, including the bounded scaling history and the intent of an action in fl
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -364,13 +365,109 @@ class ExecutorSpec(SpecModel):
         return self
 
 
+IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
+"""The master of a managed job's driver: the one manifest that may carry protected settings
+(the controller writes it; the API server refuses them in every StreamJob, whatever its master)."""
+
+PROTECTED_SPARK_CONF: tuple[str, ...] = (
+    # where and as whom the pods run: the controller's image, namespace, ServiceAccount, names
+    "spark.master",
+    "spark.submit.deployMode",
+    "spark.kubernetes.namespace",
+    "spark.kubernetes.driver.master",  # where the drivers' token is sent
+    "spark.kubernetes.trust.certificates",
+    "spark.kubernetes.container.image*",
+    "spark.kubernetes.driver.container.image*",
+    "spark.kubernetes.executor.container.image*",
+    "spark.kubernetes.authenticate.*",
+    "spark.kubernetes.driver.pod.name",
+    "spark.kubernetes.executor.podNamePrefix",
+    # the pods' shape: the controller's restricted templates, its checkpoint claim, no Secrets
+    "spark.kubernetes.driver.podTemplate*",
+    "spark.kubernetes.executor.podTemplate*",
+    "spark.kubernetes.driver.volumes.*",
+    "spark.kubernetes.executor.volumes.*",
+    "spark.kubernetes.driver.secrets.*",
+    "spark.kubernetes.executor.secrets.*",
+    "spark.kubernetes.driver.secretKeyRef.*",
+    "spark.kubernetes.executor.secretKeyRef.*",
+    "spark.kubernetes.driver.label.stream-autoscaler.io/*",  # NetworkPolicy peers
+    "spark.kubernetes.executor.label.stream-autoscaler.io/*",
+    # what would need verbs the drivers' Role does not grant (docs/security.md)
+    "spark.kubernetes.allocation.pods.allocator",
+    "spark.kubernetes.executor.deleteOnTermination",
+    "spark.kubernetes.executor.disableConfigMap",
+    "spark.kubernetes.executor.decommissionLabel*",
+    "spark.kubernetes.driver.service.deleteOnTermination",
+    "spark.kubernetes.driver.ownPersistentVolumeClaim",
+    "spark.kubernetes.driver.reusePersistentVolumeClaim",
+    "spark.kubernetes.driver.waitToReusePersistentVolumeClaim",
+    "spark.kubernetes.driver.annotateExitException",
+    # RPC authentication and the UI's kill links
+    "spark.authenticate*",
+    "spark.ui.killEnabled",
+)
+"""Spark settings a StreamJob's ``spark.conf`` may not set: the controller sets them for a
+managed driver (``controller/kube/resources.py``), and a job author who could would swap the
+image or ServiceAccount, mount host paths or a neighbour's Secret or claim, or turn RPC
+authentication off. ``*`` ends a prefix. Declared once: the model's validator and the CRD's CEL
+rule are built from it."""
+
+SPARK_CONF_MAX_ENTRIES = 256
+"""Bounds the CEL rule's cost (the API server refuses a rule it cannot bound)."""
+
+
+def protected_spark_key(key: str) -> str | None:
+    """The entry of :data:`PROTECTED_SPARK_CONF` that ``key`` matches, else None."""
+    for p in PROTECTED_SPARK_CONF:
+        if (key.startswith(p[:-1]) if p.endswith("*") else key == p):
+            return p
+    return None
+
+
+def _protected_cel() -> dict[str, Any]:
+    """One CEL rule per :data:`PROTECTED_SPARK_CONF` entry, so the API server names it (a rule
+    that names the offending key itself costs more than the API server allows for a map)."""
+    rules = []
+    for p in PROTECTED_SPARK_CONF:
+        rule = (
+            f"!self.conf.exists(k, k.startsWith({json.dumps(p[:-1])}))"
+            if p.endswith("*") else f"!({json.dumps(p)} in self.conf)"
+        )
+        rules.append((rule, f"conf may not set {p}: the controller owns it (docs/security.md)"))
+    return cel(*rules)
+
+
 class SparkSpec(SpecModel):
     """How to reach Spark, and extra configuration."""
+
+    model_config = ConfigDict(json_schema_extra=_protected_cel())
 
     master: str | None = Field(
         default=None, description="Spark master URL; None = the runner's own local mini-cluster."
     )
-    conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings.")
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=SPARK_CONF_MAX_ENTRIES,
+        description="Extra spark.* settings; not the ones the controller owns (docs/security.md).",
+    )
+
+    @model_validator(mode="after")
+    def _protected(self) -> SparkSpec:
+        if self.master == IN_CLUSTER_MASTER:  # the controller's own manifest for its driver
+            return self
+        refused = sorted(
+            f"{k} ({p})" if p != k else k
+            for k in self.conf
+            if (p := protected_spark_key(k)) is not None
+        )
+        if refused:
+            raise ValueError(
+                f"conf may not set {', '.join(refused)}: the controller owns "
+                f"{'this setting' if len(refused) == 1 else 'these settings'} "
+                "(docs/security.md)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _rocksdb(self) -> SparkSpec:
