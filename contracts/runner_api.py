@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, TypeAlias
 
@@ -272,6 +273,21 @@ class ActionRecord(WireModel):
     """Repeated requests with this id, answered without starting anything."""
 
 
+def find_action(current: ActionRecord | None, recent: Iterable[ActionRecord],
+                action_id: str | None) -> ActionRecord | None:
+    """The running (``current``) or a recent action with this id; None for no id."""
+    if not action_id:
+        return None
+    return next((a for a in (current, *recent) if a is not None and a.id == action_id), None)
+
+
+def accepts(phase: Phase | None, kind: ActionKind, busy: bool) -> bool:
+    """Whether a runner in ``phase`` starts an action of ``kind`` (else 409): one action at a
+    time, only while Running, except a stop of a Failed runner."""
+    return not busy and (phase == Phase.RUNNING
+                         or (kind == ActionKind.STOP and phase == Phase.FAILED))
+
+
 class ActionAnswer(WireModel):
     """The 202 (started) and 200 (a known ``actionId``: ``duplicate`` true) answer."""
 
@@ -310,6 +326,11 @@ class ConflictResponse(ErrorResponse):
 
     phase: KnownPhase = None
     action: ActionRecord | None = None
+
+    @staticmethod
+    def of(phase: Phase, action: ActionRecord | None) -> ConflictResponse:
+        busy = f"; action {action.id} ({action.kind}) in progress" if action else ""
+        return ConflictResponse(error=f"runner is {phase}{busy}", phase=phase, action=action)
 
 
 class HealthResponse(WireModel):
@@ -395,7 +416,4 @@ class RunnerStatus(WireModel):
 
     def find_action(self, action_id: str) -> ActionRecord | None:
         """The running or a recent action with this id."""
-        for a in (self.action, *self.recent_actions):
-            if a is not None and a.id == action_id:
-                return a
-        return None
+        return find_action(self.action, self.recent_actions, action_id)

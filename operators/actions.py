@@ -32,10 +32,13 @@ from contracts.runner_api import (
     ActionRecord,
     ActionRequest,
     ActionState,
+    ConflictResponse,
     ExecutorsRequest,
     Phase,
     RepartitionRequest,
     RequestError,
+    accepts,
+    find_action,
 )
 from operators import state
 
@@ -53,8 +56,8 @@ class Conflict(RuntimeError):
     """An action was requested while another runs, or in a phase that does not allow it."""
 
     def __init__(self, phase: Phase, action: ActionRecord | None) -> None:
-        busy = f"; action {action.id} ({action.kind}) in progress" if action else ""
-        super().__init__(f"runner is {phase}{busy}")
+        self.answer = ConflictResponse.of(phase, action)
+        super().__init__(self.answer.error)
         self.phase = phase
         self.action = action
 
@@ -96,10 +99,7 @@ class RunnerActions:
             if known is not None:
                 known.duplicates += 1
                 return known
-            allowed = self.action is None and (
-                self.phase == Phase.RUNNING
-                or (request.kind == ActionKind.STOP and self.phase == Phase.FAILED))
-            if not allowed:
+            if not accepts(self.phase, request.kind, busy=self.action is not None):
                 raise Conflict(self.phase, self.action)
             self._validate(request)
             action = ActionRecord(kind=request.kind, params=request.model_dump(
@@ -116,11 +116,7 @@ class RunnerActions:
 
     def find_action(self, action_id: str | None) -> ActionRecord | None:
         """The running or a recent action with this id."""
-        if not action_id:
-            return None
-        if self.action is not None and self.action.id == action_id:
-            return self.action
-        return next((a for a in self.recent_actions if a.id == action_id), None)
+        return find_action(self.action, self.recent_actions, action_id)
 
     def max_executors(self) -> int:
         """The ceiling of ``executors`` targets."""

@@ -30,7 +30,6 @@ from contracts.runner_api import (
     MAX_BODY_BYTES,
     TOKEN_ENV,
     ActionAnswer,
-    ConflictResponse,
     ErrorResponse,
     HealthResponse,
     Phase,
@@ -125,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
         except RequestError as e:
             self._send(400, e.response())
         except Conflict as e:
-            self._send(409, ConflictResponse(error=str(e), phase=e.phase, action=e.action))
+            self._send(409, e.answer)
         else:
             self._send(200 if before is not None else 202,
                        ActionAnswer.of(action, self.runner.phase, duplicate=before is not None))

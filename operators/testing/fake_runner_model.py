@@ -27,6 +27,8 @@ from contracts.runner_api import (
     RequestError,
     RunnerStatus,
     WireModel,
+    accepts,
+    find_action,
     parse_request,
 )
 
@@ -176,19 +178,14 @@ class FakeJob:
             if e.field not in ("body", "actionId") and not str(e).endswith(": required"):
                 self.counts[kind + ".invalid"] += 1
             return 400, e.response()
-        known = self._find(request.action_id)
+        known = find_action(self.action, self.recent, request.action_id)
         if known is not None:
             known.duplicates += 1
             self.counts[kind + ".duplicate"] += 1
             return 200, ActionAnswer.of(known, self.phase, duplicate=True)
-        allowed = self.action is None and (
-            self.phase == Phase.RUNNING or (kind == ActionKind.STOP and self.phase == Phase.FAILED))
-        if not allowed:
+        if not accepts(self.phase, kind, busy=self.action is not None):
             self.counts[kind + ".conflict"] += 1
-            busy = f"; action {self.action.id} ({self.action.kind}) in progress" if (
-                self.action) else ""
-            return 409, ConflictResponse(error=f"runner is {self.phase}{busy}", phase=self.phase,
-                                         action=self.action)
+            return 409, ConflictResponse.of(self.phase, self.action)
         if isinstance(request, ExecutorsRequest):
             try:
                 request.within(max(self.config.max_executors, self.config.initial_executors))
@@ -207,13 +204,6 @@ class FakeJob:
         self.phase = PHASE_DURING[request.kind]
         self.counts[kind] += 1
         return 202, ActionAnswer.of(self.action, self.phase)
-
-    def _find(self, action_id: str | None) -> ActionRecord | None:
-        if not action_id:
-            return None
-        if self.action is not None and self.action.id == action_id:
-            return self.action
-        return next((a for a in self.recent if a.id == action_id), None)
 
     def status(self) -> RunnerStatus:
         """What JobRunner.status() shows (the fields a controller reads)."""
