@@ -8,6 +8,10 @@ Usage::
 
 Writes carry the object's resourceVersion, so a stale cache gives a 409 Conflict (raised as
 :class:`ApiConflict`, retried by the work queue) instead of overwriting someone else's change.
+
+:data:`REQUIRED_PERMISSIONS` lists, per method, the API calls it makes (and the leader election's
+Lease calls): the chart's and ``k8s/rbac/``'s rules are exactly these, and tests compare them
+(docs/security.md).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import uuid
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -28,6 +33,71 @@ Obj = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT_SECONDS = 10.0
 """One API call; the API server answers in milliseconds unless it is overloaded or gone."""
+
+
+@dataclass(frozen=True, order=True)
+class Permission:
+    """One RBAC verb on one resource, and where it is needed."""
+
+    group: str
+    """API group; "" is the core group."""
+    resource: str
+    """Plural, with ``/subresource`` if any."""
+    verb: str
+    where: Literal["jobs", "lease"] = "jobs"
+    """``jobs``: every namespace the controller watches (cluster-wide, or each watched one);
+    ``lease``: the leader-election Lease's namespace only."""
+
+
+def _perms(group: str, resource: str, *verbs: str, where: Literal["jobs", "lease"] = "jobs"
+           ) -> tuple[Permission, ...]:
+    return tuple(Permission(group, resource, v, where) for v in verbs)
+
+
+OWNED_KINDS: dict[str, tuple[str, str]] = {
+    "ConfigMap": ("", "configmaps"),
+    "Secret": ("", "secrets"),
+    "Service": ("", "services"),
+    "Pod": ("", "pods"),
+    "NetworkPolicy": ("networking.k8s.io", "networkpolicies"),
+}
+"""What :meth:`KubeApi.ensure` creates (and reads back when it exists): (group, plural)."""
+
+REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
+    # informers: list, then watch from the list's resourceVersion
+    "jobs": _perms(GROUP, JOBS, "list", "watch"),
+    "policies": _perms(GROUP, POLICIES, "list", "watch"),
+    "replace_status": _perms(GROUP, f"{JOBS}/status", "update"),
+    "set_finalizer": _perms(GROUP, JOBS, "patch"),
+    # The owned objects' ownerReferences set blockOwnerDeletion, which the
+    # OwnerReferencesPermissionEnforcement admission plugin (on in OpenShift and hardened
+    # clusters) allows only to who may update the owner's finalizers.
+    "ensure": tuple(
+        p for group, plural in OWNED_KINDS.values() for p in _perms(group, plural, "create", "get")
+    ) + _perms(GROUP, f"{JOBS}/finalizers", "update"),
+    "secret_value": _perms("", "secrets", "get"),
+    "update_config_map_data": _perms("", "configmaps", "patch"),
+    "read_pod": _perms("", "pods", "get"),
+    "delete_pod": _perms("", "pods", "delete"),
+    "event": _perms("", "events", "create"),
+    # kubernetes.leaderelection's LeaseLock: read_namespaced_lease, create_namespaced_lease,
+    # replace_namespaced_lease — nothing else (no list, watch or patch)
+    "leader_election": _perms("coordination.k8s.io", "leases", "get", "create", "update",
+                              where="lease"),
+}
+"""Every API call the controller makes, by the method that makes it. The RBAC rules are
+exactly the union of these (tests compare the chart and ``k8s/rbac/controller.yaml`` with
+:func:`required_rules`)."""
+
+
+def required_rules(where: Literal["jobs", "lease"]) -> dict[tuple[str, str], set[str]]:
+    """(group, resource) -> verbs, over :data:`REQUIRED_PERMISSIONS`."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for perms in REQUIRED_PERMISSIONS.values():
+        for p in perms:
+            if p.where == where:
+                out.setdefault((p.group, p.resource), set()).add(p.verb)
+    return out
 
 
 class ApiConflict(ControllerError):
@@ -53,6 +123,7 @@ class KubeApi:
         self.client = api_client or client.ApiClient()
         self.custom = client.CustomObjectsApi(self.client)
         self.core = client.CoreV1Api(self.client)
+        self.networking = client.NetworkingV1Api(self.client)
 
     @staticmethod
     def from_environment(pool_size: int = 8) -> KubeApi:
@@ -146,6 +217,10 @@ class KubeApi:
             "Secret": (self.core.create_namespaced_secret, self.core.read_namespaced_secret),
             "Service": (self.core.create_namespaced_service, self.core.read_namespaced_service),
             "Pod": (self.core.create_namespaced_pod, self.core.read_namespaced_pod),
+            "NetworkPolicy": (
+                self.networking.create_namespaced_network_policy,
+                self.networking.read_namespaced_network_policy,
+            ),
         }[kind]
         try:
             created = create(namespace, body, _request_timeout=REQUEST_TIMEOUT_SECONDS)

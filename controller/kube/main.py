@@ -5,9 +5,10 @@ Usage::
     stream-autoscaler controller [--namespace NS] [--leader-elect]
         [--prometheus-url URL] [--workers N] [--health-port N] [--metrics-port N] [--bind ADDR]
 
-In a cluster it uses the pod's ServiceAccount; elsewhere ``$KUBECONFIG``. Without
-``--prometheus-url`` (or ``$STREAM_AUTOSCALER_PROMETHEUS_URL``) each runner's /metrics is
-scraped directly. Logs are JSON lines (structlog) at ``$STREAM_AUTOSCALER_LOG_LEVEL``.
+In a cluster it uses the pod's ServiceAccount; elsewhere ``$KUBECONFIG``. With ``--namespace``
+it needs RBAC in that namespace only (the chart's ``rbac.scope: namespaced``; docs/security.md).
+Without ``--prometheus-url`` (or ``$STREAM_AUTOSCALER_PROMETHEUS_URL``) each runner's /metrics
+is scraped directly. Logs are JSON lines (structlog) at ``$STREAM_AUTOSCALER_LOG_LEVEL``.
 Exit codes: 0 stopped by a signal, 1 the Lease was lost, 2 bad arguments or no cluster.
 """
 
@@ -74,6 +75,13 @@ def main(args: argparse.Namespace) -> int:
         s = replace(s, health_port=args.health_port)
     if args.metrics_port is not None:
         s = replace(s, metrics_port=args.metrics_port)
+    from controller.kube.resources import DriverIngress
+
+    try:  # the drivers' NetworkPolicy peers: refuse a bad chart value now, not per job
+        DriverIngress.from_environment()
+    except ValueError as e:
+        print(f"stream-autoscaler controller: {e}", file=sys.stderr)
+        return 2
     try:
         api = KubeApi.from_environment(pool_size=s.workers * 2 + 4)
     except ConfigException as e:

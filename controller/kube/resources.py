@@ -10,11 +10,20 @@ Everything carries an ownerReference to the StreamJob, so deleting the job delet
 the finalizer has stopped the query at a batch boundary). The driver runs the runner with
 ``--master k8s://...``: Spark creates the executor pods under the drivers' ServiceAccount and
 reaches the driver through the headless Service.
+
+Least privilege (docs/security.md): the settings the controller owns win over the job's
+(``contracts.streamjob.PROTECTED_SPARK_CONF``, which the job may not set at all); the driver and
+executor pods meet the ``restricted`` Pod Security Standard; Spark's RPC is authenticated and the
+UI cannot kill jobs; a NetworkPolicy lets only the controller and Prometheus reach the driver's
+control and metrics ports, and only the job's own executors its RPC ports.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +31,7 @@ import yaml
 
 from contracts.api import GROUP_VERSION
 from contracts.runner_api import TOKEN_ENV
-from contracts.streamjob import StreamJob
+from contracts.streamjob import IN_CLUSTER_MASTER, StreamJob, protected_spark_key
 from controller.kube.settings import ManagedSettings
 
 Obj = dict[str, Any]
@@ -30,7 +39,12 @@ JOB_LABEL = "stream-autoscaler.io/job"
 TOKEN_KEY = "token"
 MANIFEST_KEY = "job.yaml"
 MANIFEST_DIR = "/etc/stream-autoscaler"
-IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
+EXECUTOR_TEMPLATE_KEY = "executor-pod.yaml"
+"""Spark's executor pod template, in the manifest ConfigMap beside the job (mounted in the
+driver, which reads it when it creates executors)."""
+EXECUTOR_CONTAINER = "executor"
+RUN_AS = 10001
+"""The image's user and group (Dockerfile: ``USER 10001:10001``)."""
 
 
 @dataclass(frozen=True)
@@ -95,14 +109,44 @@ def _meta(obj: Obj, name: str, component: str) -> Obj:
     }
 
 
-def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors: int) -> str:
-    """The StreamJob manifest the driver runs: the user's spec plus Spark-on-Kubernetes conf."""
-    conf = {
+def owned_spark_conf(job: StreamJob, names: Names, s: ManagedSettings) -> dict[str, str]:
+    """The settings the controller owns (each matches ``PROTECTED_SPARK_CONF``): where and as
+    whom the pods run, their restricted shape, RPC authentication, no kill from the UI, and
+    nothing that needs a verb the drivers' Role does not grant."""
+    return {
         "spark.kubernetes.namespace": names.namespace,
         "spark.kubernetes.container.image": s.image,
         "spark.kubernetes.driver.pod.name": names.driver,
         "spark.kubernetes.authenticate.driver.serviceAccountName": s.spark_service_account,
         "spark.kubernetes.executor.podNamePrefix": names.job,
+        # executors: the restricted template (non-root, no privilege escalation, no
+        # capabilities, RuntimeDefault seccomp, no API token), labelled for the NetworkPolicy
+        "spark.kubernetes.executor.podTemplateFile": f"{MANIFEST_DIR}/{EXECUTOR_TEMPLATE_KEY}",
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+        f"spark.kubernetes.executor.label.{JOB_LABEL}": names.job,
+        # Spark generates a secret per application (on Kubernetes it reaches the executors in
+        # their pod's environment, never in our ConfigMap); unauthenticated RPC is refused.
+        "spark.authenticate": "true",
+        "spark.ui.killEnabled": "false",
+        # what the drivers' Role is sized for (k8s/rbac/spark-driver.yaml): executors deleted
+        # when they end (no label patch); no executor ConfigMap and no driver Service for Spark
+        # to create or delete by label (deletecollection would reach our own objects)
+        "spark.kubernetes.executor.deleteOnTermination": "true",
+        "spark.kubernetes.executor.disableConfigMap": "true",
+        "spark.kubernetes.driver.service.deleteOnTermination": "false",
+        **checkpoint_volume_conf(job),
+    }
+
+
+def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors: int) -> str:
+    """The StreamJob manifest the driver runs: the user's spec plus Spark-on-Kubernetes conf.
+
+    The user's settings win over the controller's defaults (ports, executor shape), never over
+    the settings the controller owns: the model refuses those in a StreamJob, and should one
+    be stored anyway (an object older than the rule) it is dropped here.
+    """
+    user = {k: v for k, v in job.spec.spark.conf.items() if protected_spark_key(k) is None}
+    conf = {
         "spark.driver.host": names.host(),
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.driver.port": str(s.driver_port),
@@ -110,7 +154,8 @@ def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors:
         "spark.ui.port": str(s.ui_port),
         "spark.executor.instances": str(executors),
         **executor_pod_conf(job),
-        **job.spec.spark.conf,  # the user's settings win
+        **user,
+        **owned_spark_conf(job, names, s),
     }
     spark = job.spec.spark.model_copy(update={"master": IN_CLUSTER_MASTER, "conf": conf})
     spec = job.spec.model_copy(update={"spark": spark, "attach": None})
@@ -131,7 +176,8 @@ def executor_pod_conf(job: StreamJob) -> dict[str, str]:
     CPU: ``spark.kubernetes.executor.request.cores`` / ``limit.cores`` (a limit is a CFS quota,
     so executors below one core share a node and a scale-out adds measurable capacity). Memory:
     Spark sets the pod's request and limit to heap + overhead. The checkpoint claim is mounted
-    at the same path as in the driver pod, so every executor writes its state files there.
+    at the same path as in the driver pod, so every executor writes its state files there
+    (:func:`checkpoint_volume_conf`, a setting the controller owns).
     """
     e, conf = job.spec.executors, {}
     if e.cpu is not None:
@@ -141,7 +187,12 @@ def executor_pod_conf(job: StreamJob) -> dict[str, str]:
         conf["spark.kubernetes.executor.limit.cores"] = limit
     if e.memory_overhead is not None:
         conf["spark.executor.memoryOverhead"] = e.memory_overhead
-    vol = job.spec.checkpoint.volume
+    return {**conf, **checkpoint_volume_conf(job)}
+
+
+def checkpoint_volume_conf(job: StreamJob) -> dict[str, str]:
+    """The checkpoint claim in every executor pod: the only volume a job's executors get."""
+    vol, conf = job.spec.checkpoint.volume, {}
     if vol is not None:
         key = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{CHECKPOINT_VOLUME}"
         conf[f"{key}.options.claimName"] = vol.claim_name
@@ -150,13 +201,58 @@ def executor_pod_conf(job: StreamJob) -> dict[str, str]:
     return conf
 
 
+# --- Pod Security Standard "restricted" -----------------------------------------------------
+
+
+def pod_security_context() -> Obj:
+    """Non-root as the image's user; ``fsGroup`` lets it write the checkpoint claim."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> Obj:
+    """No privilege escalation, no capabilities. The root filesystem stays writable: Spark and
+    its Python workers write scratch files under /tmp and $HOME."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def executor_pod_template() -> Obj:
+    """Spark's executor pod template: Spark adds the image, command, env, ports, resources and
+    volumes to the container named :data:`EXECUTOR_CONTAINER` and keeps the rest. Executors do
+    not call the API server, so they get no ServiceAccount token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "spec": {
+            "automountServiceAccountToken": False,
+            "securityContext": pod_security_context(),
+            "containers": [
+                {"name": EXECUTOR_CONTAINER, "securityContext": container_security_context()}
+            ],
+        },
+    }
+
+
 def config_map(obj: Obj, manifest: str) -> Obj:
     names = Names.of(obj)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(obj, names.config_map, "manifest"),
-        "data": {MANIFEST_KEY: manifest},
+        "data": {
+            MANIFEST_KEY: manifest,
+            EXECUTOR_TEMPLATE_KEY: yaml.safe_dump(executor_pod_template(), sort_keys=False),
+        },
     }
 
 
@@ -216,6 +312,7 @@ def driver_pod(
         "spec": {
             "serviceAccountName": s.spark_service_account,
             "restartPolicy": "Never",
+            "securityContext": pod_security_context(),
             "containers": [
                 {
                     "name": "runner",
@@ -250,9 +347,104 @@ def driver_pod(
                         "periodSeconds": 5,
                     },
                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                    "securityContext": container_security_context(),
                     "volumeMounts": mounts,
                 }
             ],
             "volumes": volumes,
+        },
+    }
+
+
+# --- NetworkPolicy -------------------------------------------------------------------------
+
+CONTROL_FROM_ENV = "STREAM_AUTOSCALER_DRIVER_CONTROL_FROM"
+METRICS_FROM_ENV = "STREAM_AUTOSCALER_DRIVER_METRICS_FROM"
+
+
+@dataclass(frozen=True)
+class DriverIngress:
+    """Who may reach a driver's control and metrics ports (NetworkPolicyPeers).
+
+    ``control_from``: the controller's pods (control and metrics: it scrapes runners directly
+    when it has no Prometheus); ``metrics_from``: Prometheus (metrics only). The chart sets both
+    (``networkPolicy.driverControlFrom`` / ``driverMetricsFrom``) as JSON in
+    ``$STREAM_AUTOSCALER_DRIVER_CONTROL_FROM`` / ``$..._METRICS_FROM``. An empty list admits
+    no one (a NetworkPolicy rule with no peers would admit everyone, so it is left out).
+    """
+
+    control_from: tuple[Obj, ...]
+    metrics_from: tuple[Obj, ...]
+
+    @staticmethod
+    def defaults(controller_namespace: str) -> DriverIngress:
+        return DriverIngress(
+            control_from=({
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": controller_namespace}
+                },
+                "podSelector": {"matchLabels": {
+                    "app.kubernetes.io/name": "stream-autoscaler",
+                    "app.kubernetes.io/component": "controller",
+                }},
+            },),
+            metrics_from=({
+                "namespaceSelector": {},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+            },),
+        )
+
+    @staticmethod
+    def from_environment(env: Mapping[str, str] | None = None) -> DriverIngress:
+        """The peers from the environment; ValueError naming the variable if one is not a JSON
+        list of objects."""
+        env = os.environ if env is None else env
+        d = DriverIngress.defaults(env.get("POD_NAMESPACE") or "stream-autoscaler-system")
+
+        def peers(var: str, default: tuple[Obj, ...]) -> tuple[Obj, ...]:
+            raw = env.get(var)
+            if not raw:
+                return default
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"${var}: not JSON ({e})") from None
+            if not isinstance(value, list) or not all(isinstance(p, dict) for p in value):
+                raise ValueError(f"${var}: must be a JSON list of NetworkPolicyPeer objects")
+            return tuple(value)
+
+        return DriverIngress(peers(CONTROL_FROM_ENV, d.control_from),
+                             peers(METRICS_FROM_ENV, d.metrics_from))
+
+
+def network_policy(obj: Obj, s: ManagedSettings, ingress: DriverIngress | None = None) -> Obj:
+    """Ingress to the driver pod: control and metrics from the controller, metrics from
+    Prometheus, Spark RPC and block manager from the job's own executors (labelled by
+    :func:`owned_spark_conf`). Nothing else: not the UI (the runner reads it on localhost)."""
+    ingress = ingress or DriverIngress.from_environment()
+    names = Names.of(obj)
+
+    def tcp(*ports: int) -> list[Obj]:
+        return [{"protocol": "TCP", "port": p} for p in ports]
+
+    rules: list[Obj] = []
+    if ingress.control_from:
+        rules.append({"from": list(ingress.control_from),
+                      "ports": tcp(s.control_port, s.metrics_port)})
+    if ingress.metrics_from:
+        rules.append({"from": list(ingress.metrics_from), "ports": tcp(s.metrics_port)})
+    rules.append({
+        "from": [{"podSelector": {"matchLabels": {JOB_LABEL: names.job,
+                                                  "spark-role": "executor"}}}],
+        "ports": tcp(s.driver_port, s.block_manager_port),
+    })
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(obj, f"{names.job}-driver", "driver"),
+        "spec": {
+            "podSelector": {"matchLabels": {JOB_LABEL: names.job, "spark-role": "driver"}},
+            "policyTypes": ["Ingress"],
+            "ingress": rules,
         },
     }

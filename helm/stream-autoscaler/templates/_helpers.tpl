@@ -37,9 +37,48 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/* rbac.scope=namespaced: the one namespace the controller watches (controller.watchNamespace,
+else the only jobNamespaces entry, else the release namespace). */}}
+{{- define "stream-autoscaler.watchNamespace" -}}
+{{- if .Values.controller.watchNamespace }}{{ .Values.controller.watchNamespace }}
+{{- else if eq (len .Values.jobNamespaces) 1 }}{{ first .Values.jobNamespaces }}
+{{- else }}{{ .Release.Namespace }}{{ end }}
+{{- end }}
+
+{{/* The RBAC scope, checked: a ClusterRole for a controller that watches one namespace would
+grant every namespace; a namespaced controller watches exactly one. */}}
+{{- define "stream-autoscaler.rbacScope" -}}
+{{- $scope := .Values.rbac.scope | default "cluster" }}
+{{- if and (eq $scope "cluster") .Values.controller.watchNamespace }}
+{{- fail "controller.watchNamespace needs rbac.scope=namespaced (a ClusterRole would grant every namespace)" }}
+{{- end }}
+{{- if eq $scope "namespaced" }}
+{{- $ns := include "stream-autoscaler.watchNamespace" . }}
+{{- range .Values.jobNamespaces }}
+{{- if ne . $ns }}
+{{- fail (printf "rbac.scope=namespaced watches one namespace (%s); jobNamespaces lists %s: install one release per namespace" $ns .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $scope }}
+{{- end }}
+
 {{/* Namespaces where StreamJobs run: policies and Spark driver RBAC go there. */}}
 {{- define "stream-autoscaler.jobNamespaces" -}}
-{{- if .Values.jobNamespaces }}{{ join "," .Values.jobNamespaces }}{{ else }}{{ .Release.Namespace }}{{ end }}
+{{- if eq (include "stream-autoscaler.rbacScope" .) "namespaced" }}{{ include "stream-autoscaler.watchNamespace" . }}
+{{- else if .Values.jobNamespaces }}{{ join "," .Values.jobNamespaces }}{{ else }}{{ .Release.Namespace }}{{ end }}
+{{- end }}
+
+{{/* Who may reach a driver's control and metrics ports (the drivers' NetworkPolicy, built by
+the controller): this release's controller pods unless networkPolicy.driverControlFrom is set. */}}
+{{- define "stream-autoscaler.driverControlFrom" -}}
+{{- if kindIs "slice" .Values.networkPolicy.driverControlFrom }}
+{{- toJson .Values.networkPolicy.driverControlFrom }}
+{{- else }}
+{{- $pods := dict "app.kubernetes.io/name" (include "stream-autoscaler.name" .) "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/component" "controller" }}
+{{- $peer := dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" .Release.Namespace)) "podSelector" (dict "matchLabels" $pods) }}
+{{- toJson (list $peer) }}
+{{- end }}
 {{- end }}
 
 {{- define "stream-autoscaler.image" -}}
