@@ -1,5 +1,6 @@
-"""The Helm chart: lint, what it renders (the same RBAC as k8s/rbac/, the repo's policies as
-its default ScalingPolicies, a hardened Deployment), and install / upgrade / uninstall against
+"""The Helm chart: lint, what it renders (the same RBAC as k8s/rbac/ and exactly the verbs the
+controller declares, in cluster and namespaced mode; the repo's policies as its default
+ScalingPolicies; a hardened Deployment), and install / upgrade / uninstall against
 the test bed, where kwok runs the controller's pod (marks it Running; nothing executes)."""
 
 from __future__ import annotations
@@ -99,6 +100,76 @@ def test_chart_rbac_equals_k8s_rbac(helm_offline: Tool) -> None:
     )
 
 
+def _rule_set(doc: Doc) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in doc["rules"]:
+        for group in rule["apiGroups"]:
+            for res in rule["resources"]:
+                out.setdefault((group, res), set()).update(rule["verbs"])
+    return out
+
+
+@pytest.mark.parametrize("scope", ["cluster", "namespaced"])
+def test_chart_rbac_is_exactly_the_declared_permissions(helm_offline: Tool, scope: str) -> None:
+    """No missing, no extra verb: the chart's controller rules are REQUIRED_PERMISSIONS."""
+    from controller.kube.api import required_rules
+
+    docs = render(helm_offline, "--set", f"rbac.scope={scope}")
+    controller = [d for d in docs if d["kind"] in ("ClusterRole", "Role")
+                  and d["metadata"]["name"].endswith("-controller")]
+    (role,) = controller
+    assert role["kind"] == ("ClusterRole" if scope == "cluster" else "Role")
+    assert _rule_set(role) == required_rules("jobs")
+    (lease,) = [d for d in docs if d["metadata"]["name"].endswith("-leader-election")
+                and d["kind"] == "Role"]
+    assert lease["metadata"]["namespace"] == "sa-system"
+    assert _rule_set(lease) == required_rules("lease")
+    if scope == "namespaced":
+        assert not by_kind(docs, "ClusterRole") and not by_kind(docs, "ClusterRoleBinding")
+        assert role["metadata"]["namespace"] == "sa-system"
+        (dep,) = by_kind(docs, "Deployment")
+        assert "--namespace=sa-system" in dep["spec"]["template"]["spec"]["containers"][0][
+            "args"]
+
+
+def test_namespaced_mode_watches_one_namespace(helm_offline: Tool) -> None:
+    docs = render(helm_offline, "--set", "rbac.scope=namespaced",
+                  "--set", "jobNamespaces={jobs}")
+    roles = {(d["kind"], d["metadata"]["name"]): d["metadata"]["namespace"]
+             for d in docs if d["kind"] in ("Role", "RoleBinding")}
+    assert roles[("Role", "stream-autoscaler-controller")] == "jobs"
+    assert roles[("RoleBinding", "stream-autoscaler-controller")] == "jobs"
+    assert roles[("Role", "stream-autoscaler-spark-driver")] == "jobs"
+    two = helm_offline("template", "x", str(CHART), "--set", "rbac.scope=namespaced",
+                       "--set", "jobNamespaces={a,b}", check=False)
+    assert two.returncode != 0 and "one release per namespace" in two.stderr
+    cluster = helm_offline("template", "x", str(CHART), "--set", "controller.watchNamespace=a",
+                           check=False)
+    assert cluster.returncode != 0 and "needs rbac.scope=namespaced" in cluster.stderr
+    no_lease = render(helm_offline, "--set", "controller.leaderElect=false")
+    assert not [d for d in no_lease if d["metadata"]["name"].endswith("-leader-election")]
+
+
+def test_drivers_network_policy_peers_reach_the_controller(helm_offline: Tool) -> None:
+    (dep,) = by_kind(render(helm_offline), "Deployment")
+    env = {e["name"]: e.get("value") for e in
+           dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    from controller.kube.resources import DriverIngress
+
+    peers = DriverIngress.from_environment(env)
+    (ctl,) = peers.control_from
+    assert ctl["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "sa-system"}
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert ctl["podSelector"]["matchLabels"].items() <= labels.items()
+    assert peers.metrics_from[0]["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "prometheus"}
+    none = render(helm_offline, "--set-json", "networkPolicy.driverControlFrom=[]")
+    (dep,) = by_kind(none, "Deployment")
+    env = {e["name"]: e.get("value") for e in
+           dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert DriverIngress.from_environment(env).control_from == ()
+
+
 def test_deployment_is_hardened(helm_offline: Tool) -> None:
     docs = render(helm_offline)
     (dep,) = by_kind(docs, "Deployment")
@@ -149,7 +220,7 @@ def test_install_upgrade_uninstall(helm: Tool, kubectl: Tool, crds: list[str]) -
             kubectl(
                 "auth",
                 "can-i",
-                "patch",
+                "update",
                 "streamjobs.stream-autoscaler.io",
                 "--subresource=status",
                 "-n",
