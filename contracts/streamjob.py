@@ -51,8 +51,9 @@ class BurstSource(SpecModel):
     seed: int = Field(
         default=0,
         ge=0,
-        le=2**63 - 1,
-        description="Seed mixed into every record (deterministic; a 64-bit value).",
+        le=2**53 - 1,
+        description="Seed mixed into every record (deterministic; at most 2^53-1, the largest "
+        "integer JSON carries exactly).",
     )
     max_records_per_batch: int | None = Field(
         default=None,
