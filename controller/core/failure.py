@@ -1,0 +1,109 @@
+"""Failures and restarts: a restart still settling, and recovery from a failed driver.
+
+Two steps of ``decide`` live here, both about a job that is not simply running:
+
+- :func:`restart_in_flight` (first): a repartition or recovery started before has not produced
+  a batch at its new layout yet, so the window describes the old one -> hold;
+- :func:`recover` (second, when :func:`~controller.core.diagnosis.failure_evidence` finds the
+  driver down or stalled): restart from the checkpoint with enough executors (and state
+  partitions) to catch up -- recovery as scale-out.
+"""
+
+from __future__ import annotations
+
+import math
+
+from controller.core.decision import Decision, Diagnosis, Sizing
+from controller.core.diagnosis import failure_evidence
+from controller.core.inputs import Inputs
+from controller.core.reasons import Action, BottleneckKind, Reason
+
+RESTARTING_ACTIONS = (Action.REPARTITION.value, Action.RECOVER.value)
+"""Actions that stop the query: a window taken soon after them still describes the old layout."""
+
+
+def restart_in_flight(x: Inputs) -> Decision | None:
+    """A repartition or recovery has not yet produced a batch at its new layout: wait for it.
+
+    Done means a batch committed after the restart (no sooner than half the expected restart
+    time, so the batch that was in flight when the job stopped does not count) and, for a
+    repartition, the stateful stage reporting the new partition count. Without the latter the
+    window still describes the old layout and sizing on it would repeat the move.
+    """
+    last = x.history.last_action()
+    if last is None or last.action not in RESTARTING_ACTIONS:
+        return None
+    s, p = x.snapshot, x.policy.partitions
+    budget = p.max_downtime_seconds + x.policy.timing.cooldown_seconds
+    elapsed = x.now - last.time
+    if elapsed >= budget:
+        return None
+    if s.driver_up is False and last.action != Action.RECOVER.value:
+        return None  # a repartition keeps the runner up: a dead driver now is a new failure
+    committed_after = (
+        s.seconds_since_progress is not None
+        and s.seconds_since_progress < elapsed - p.restart_seconds / 2
+    )
+    stateful = s.stateful_stage()
+    new_layout_seen = (
+        last.partitions is None or stateful is None or stateful.partitions == last.partitions
+    )
+    if committed_after and new_layout_seen:
+        return None
+    waiting = (
+        "the first committed batch"
+        if not committed_after
+        else (f"a batch at {last.partitions} state partitions")
+    )
+    return x.hold(
+        Reason.ACTION_IN_PROGRESS,
+        f"{last.action} started {elapsed:.0f} s ago ({last.reason}); waiting up to "
+        f"{budget:.0f} s for {waiting}",
+    )
+
+
+def recover(x: Inputs) -> Decision:
+    """Recovery as scale-out: restart from the checkpoint with enough capacity to catch up."""
+    s, pol = x.snapshot, x.policy
+    evidence = failure_evidence(s, pol)
+    diagnosis = Diagnosis(kind=BottleneckKind.FAILURE, evidence=tuple(evidence))
+    known = [e for e in x.history.entries if e.expected_rate and e.executors]
+    fallback = s.target_executors or s.executors or pol.executors.initial or pol.executors.min
+    n = max(fallback, pol.executors.min, 1)
+    note = "no measured capacity yet: restarting at the last size"
+    required = None
+    if known and s.arrival_rate is not None:
+        last = known[-1]
+        per_exec = (last.expected_rate or 0) / (last.executors or 1)
+        outage = s.seconds_since_progress or 0.0
+        backlog = (s.backlog_records or s.arrival_rate * outage) + (
+            s.arrival_rate * pol.partitions.restart_seconds
+        )
+        required = s.arrival_rate + backlog / pol.lag.catch_up_seconds
+        n = max(pol.executors.min, 1, math.ceil(required / per_exec))
+        note = (
+            f"need {required:,.0f} records/s to drain {backlog:,.0f} records within "
+            f"{pol.lag.catch_up_seconds:g} s"
+        )
+    n = min(n, pol.executors.max)
+    partitions = None
+    cur_p = next((st.partitions for st in s.stages if st.kind == "stateful"), None)
+    if cur_p is None:
+        cur_p = next((e.partitions for e in reversed(x.history.entries) if e.partitions), None)
+    if cur_p is not None and pol.partitions.repartition:
+        want = min(
+            max(n * (s.cores_per_executor or 1) * pol.partitions.per_slot, pol.partitions.min),
+            pol.partitions.max,
+        )
+        partitions = want if want > cur_p else None
+    return Decision(
+        action=Action.RECOVER,
+        reason=Reason.RECOVER_FAILURE,
+        message=f"{'; '.join(evidence)}: restart from the latest checkpoint with {n} "
+        f"executor(s){f' and {partitions} state partitions' if partitions else ''}; {note}",
+        target_executors=n,
+        target_partitions=partitions,
+        enforced=x.enforced,
+        diagnosis=diagnosis,
+        sizing=Sizing(required_rate=required, recommended_executors=n, catching_up=True),
+    )

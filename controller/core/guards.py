@@ -1,0 +1,249 @@
+"""The guards between a sizing and an action: the band, cooldown, deferral, blocks and caps.
+
+:func:`band` takes the sizing (:mod:`~controller.core.sizing`) and decides whether to act on it:
+
+- act only outside ``[utilization.low, utilization.high]``;
+- never grow while the backlog already drains within ``lag.catchUpSeconds`` at the current size,
+  and never shrink while catching up;
+- no action within ``timing.cooldownSeconds`` of the last one (:func:`cooldown`);
+- scale in only once a whole ``timing.scaleDownStabilizationSeconds`` window recommended fewer
+  executors, to the highest recommendation of that window (:func:`scale_in`);
+- a scale-out that delivered less than ``safety.ineffectiveScaleUpRatio`` of its expected gain is
+  blocked for ``safety.blockedActionSeconds`` (Dhalion's blacklist, :func:`ineffective`);
+- the caps (``executors.min/max``, ``safety.maxScaleUpFactor``) bound the sizing itself
+  (:func:`~controller.core.sizing.ceiling`); a sizing that hits them holds with the reason.
+"""
+
+from __future__ import annotations
+
+from contracts.history import HistoryEntry
+from controller.core.capacity import CapacityModel, Layout
+from controller.core.decision import Decision, Diagnosis, Sizing
+from controller.core.failure import RESTARTING_ACTIONS
+from controller.core.inputs import Inputs
+from controller.core.reasons import Action, BottleneckKind, Reason
+from controller.core.sizing import Demand, Plan, drain_seconds
+
+
+def band(
+    x: Inputs, model: CapacityModel, d: Demand, plan: Plan, sizing: Sizing, diagnosis: Diagnosis
+) -> Decision:
+    """Act on the sizing, or hold and say which guard stopped it."""
+    s, pol = x.snapshot, x.policy
+    current, backlog, arrival, required = d.current, d.backlog, d.arrival, d.required
+    catching_up = d.catching_up
+    util_needed = model.utilization(required, current)
+    util_arrival = model.utilization(arrival, current)
+    n_cur = current.executors
+    grows = plan.layout.executors > n_cur or (
+        plan.layout.restart and plan.layout.partitions != current.partitions
+    )
+
+    cooling = cooldown(x)
+    drain = drain_seconds(backlog, arrival, model.capacity(current))
+    if (
+        grows
+        and catching_up
+        and util_arrival <= pol.utilization.high
+        and drain is not None
+        and drain <= pol.lag.catch_up_seconds
+        and (s.backlog_age_seconds or 0.0) < pol.lag.slo_seconds
+    ):
+        # draining at more than the arrival rate, the backlog's age only falls from here
+        return x.hold(
+            Reason.CATCHING_UP,
+            f"backlog of {backlog:,.0f} records drains in {drain:.0f} s at the current "
+            f"{model.capacity(current):,.0f} records/s (catch-up {pol.lag.catch_up_seconds:g} s): "
+            "no extra executors needed",
+            diagnosis,
+            sizing=sizing,
+        )
+    if grows and util_needed > pol.utilization.high:
+        if cooling is not None:
+            return x.hold(Reason.COOLDOWN, cooling, diagnosis, sizing=sizing)
+        return scale_out(x, model, plan, sizing, diagnosis, util_needed)
+    if plan.limit is not None and util_needed > pol.utilization.high:
+        if plan.limit[0] is Reason.SOURCE_PARTITION_BOUND and diagnosis.kind is BottleneckKind.NONE:
+            # The arrival alone fits, but arrival + backlog does not: the cap binds the catch-up.
+            diagnosis = diagnosis.model_copy(
+                update={
+                    "kind": BottleneckKind.SOURCE_PARTITIONS,
+                    "evidence": (
+                        *diagnosis.evidence,
+                        f"catching up needs {required:,.0f} records/s; the read stage's source "
+                        "partitions cap it",
+                    ),
+                }
+            )
+        return x.hold(plan.limit[0], plan.limit[1], diagnosis, sizing=sizing)
+    if plan.layout.executors < n_cur and util_arrival < pol.utilization.low:
+        if catching_up:
+            return x.hold(
+                Reason.CATCHING_UP,
+                f"would scale in to {plan.layout.executors}, but a backlog of {backlog:,.0f} "
+                f"records ({s.backlog_age_seconds or 0:.0f} s old) is still draining",
+                diagnosis,
+                sizing=sizing,
+            )
+        if cooling is not None:
+            return x.hold(Reason.COOLDOWN, cooling, diagnosis, sizing=sizing)
+        why = f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}) at {arrival:,.0f} records/s"
+        return scale_in(x, plan.layout.executors, n_cur, sizing, diagnosis, why)
+    if util_arrival < pol.utilization.low and n_cur > pol.executors.min:
+        fewer = Layout(n_cur - 1, current.partitions, restart=False)
+        return x.hold(
+            Reason.WITHIN_BAND,
+            f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}), but {n_cur - 1} "
+            f"executor(s) would be {model.utilization(required, fewer):.0%} busy (> target "
+            f"{pol.utilization.target:.0%}): keeping {n_cur}",
+            diagnosis,
+            sizing=sizing,
+        )
+    if util_arrival < pol.utilization.low and n_cur <= pol.executors.min:
+        return x.hold(
+            Reason.AT_MIN,
+            f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}) but already at "
+            f"executors.min={pol.executors.min}",
+            diagnosis,
+            sizing=sizing,
+        )
+    return x.hold(
+        Reason.WITHIN_BAND,
+        f"busy {util_needed:.0%} of the batch budget, within "
+        f"[{pol.utilization.low:.0%}, {pol.utilization.high:.0%}] at {n_cur} executor(s)",
+        diagnosis,
+        sizing=sizing,
+    )
+
+
+def cooldown(x: Inputs) -> str | None:
+    """Why acting now is too soon after the last action, or None."""
+    last = x.history.last_action()
+    if last is None:
+        return None
+    elapsed = x.now - last.time
+    cd = x.policy.timing.cooldown_seconds
+    if elapsed < cd:
+        return f"last action ({last.reason}) {elapsed:.0f} s ago; cooldown {cd:g} s"
+    return None
+
+
+def ineffective(x: Inputs) -> HistoryEntry | None:
+    """The last scale-out, if it delivered too little of its expected gain while saturated."""
+    last, s = x.history.last_action(), x.snapshot
+    if last is None or last.expected_rate is None or last.rate_before is None:
+        return None
+    if last.executors is None or s.processed_rate is None:
+        return None
+    t = x.policy.timing
+    settle = t.cooldown_seconds + t.executor_startup_seconds + t.window_seconds
+    if last.action in RESTARTING_ACTIONS:
+        settle += x.policy.partitions.max_downtime_seconds
+    if x.now - last.time < settle:
+        return None  # the window still holds time from before the action took effect
+    saturated = (s.backlog_age_seconds or 0) > x.policy.lag.backlog_tolerance_seconds
+    gain_expected = last.expected_rate - last.rate_before
+    if not saturated or gain_expected <= 0:
+        return None
+    gain = s.processed_rate - last.rate_before
+    if gain >= x.policy.safety.ineffective_scale_up_ratio * gain_expected:
+        return None
+    return HistoryEntry(
+        time=x.now,
+        kind="blocked",
+        executors=last.executors,
+        partitions=last.partitions,
+        reason=Reason.BLOCKED_INEFFECTIVE.value,
+        until=x.now + x.policy.safety.blocked_action_seconds,
+    )
+
+
+def scale_out(
+    x: Inputs,
+    model: CapacityModel,
+    plan: Plan,
+    sizing: Sizing,
+    diagnosis: Diagnosis,
+    util: float,
+) -> Decision:
+    pol, n_cur = x.policy, model.current_executors
+    target = plan.layout.executors
+    partitions = plan.layout.partitions if plan.layout.restart else None
+    block = ineffective(x)
+    active = block or x.history.blocked(x.now, target, partitions)
+    if active is not None:
+        return x.hold(
+            Reason.BLOCKED_INEFFECTIVE,
+            f"scaling to {target} executors did not raise the processed rate as expected; "
+            f"blocked until t={active.until or 0:.0f}",
+            diagnosis,
+            sizing=sizing,
+            block=block,
+        )
+    need = f"need {sizing.required_rate or 0:,.0f} records/s (busy {util:.0%} now)"
+    if plan.layout.restart and partitions is not None:
+        action, reason = Action.REPARTITION, Reason.REPARTITION_OUT
+        if partitions == model.current_partitions:
+            move = (
+                f"scale out {n_cur} -> {target} executors and restart at a batch boundary so "
+                f"state spreads over them (est. {plan.downtime:.0f} s down)"
+            )
+        else:
+            move = (
+                f"repartition state {model.current_partitions} -> {partitions} and run {target} "
+                f"executor(s) (est. {plan.downtime:.0f} s down)"
+            )
+    else:
+        action, reason = Action.SCALE, Reason.SCALE_OUT
+        move = f"scale out {n_cur} -> {target} executors"
+    note = f"; {plan.limit[1]}" if plan.limit else ""
+    return Decision(
+        action=action,
+        reason=reason,
+        message=f"{move}: {need}; {target} sustain "
+        f"{sizing.target_capacity_rate or 0:,.0f} at {pol.utilization.target:.0%}{note}",
+        target_executors=target,
+        target_partitions=partitions,
+        enforced=x.enforced,
+        diagnosis=diagnosis,
+        sizing=sizing,
+    )
+
+
+def scale_in(
+    x: Inputs, target: int, n_cur: int, sizing: Sizing, diagnosis: Diagnosis, why: str
+) -> Decision:
+    """Scale in once every recommendation for a whole stabilization window asked for fewer
+    executors than run now, in one step to the highest recommendation of that window (HPA's
+    stabilization, but only after the dip has lasted a whole window, like Flink's interval)."""
+    window = x.policy.timing.scale_down_stabilization_seconds
+    in_window: list[int] = [target]
+    since = x.now
+    for e in reversed(x.history.entries):
+        if e.kind != "recommendation" or e.executors is None:
+            continue
+        if e.executors >= n_cur:
+            break
+        since = e.time
+        if e.time >= x.now - window:
+            in_window.append(e.executors)
+    highest = max(max(in_window), x.policy.executors.min)
+    waited = x.now - since
+    if waited < window:
+        return x.hold(
+            Reason.SCALE_DOWN_DEFERRED,
+            f"{why}; fewer executors ({highest}) recommended for {waited:.0f} s of the "
+            f"{window:g} s stabilization window: keeping {n_cur}",
+            diagnosis,
+            sizing=sizing,
+        )
+    return Decision(
+        action=Action.SCALE,
+        reason=Reason.SCALE_IN,
+        message=f"scale in {n_cur} -> {highest} executors: {why}, for {waited:.0f} s",
+        target_executors=highest,
+        enforced=x.enforced,
+        diagnosis=diagnosis,
+        sizing=sizing,
+    )
+

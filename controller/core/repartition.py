@@ -1,0 +1,85 @@
+"""The restart move: state partitions after a restart, what the restart costs, when it pays.
+
+A restart stops the query at a batch boundary and resumes it from the checkpoint with the state
+spread over a new number of partitions (the SEEP move). It is the only way executors added to a
+stateful stage get state to work on, but the job is down meanwhile: ``downtime`` is the policy's
+fixed restart time plus the state moved at ``repartitionBytesPerSecond``.
+"""
+
+from __future__ import annotations
+
+from controller.core.capacity import CapacityModel, Layout
+from controller.core.inputs import Inputs
+
+
+def partitions_for(x: Inputs, model: CapacityModel, executors: int) -> int | None:
+    """State partitions after a restart at ``executors``: the current count if it already gives
+    every slot a partition (then the restart only re-spreads state), else per_slot per slot."""
+    p = x.policy.partitions
+    cur = model.current_partitions
+    if cur is None:
+        return None
+    slots = executors * model.cores_per_executor
+    if cur >= slots:
+        return cur
+    return min(max(slots * p.per_slot, p.min), p.max)
+
+
+def repartition_downtime(x: Inputs) -> float | None:
+    """Seconds the job is down for a restart; None when the state size is unknown."""
+    state = x.snapshot.state_bytes()
+    if state is None:
+        return None
+    p = x.policy.partitions
+    return p.restart_seconds + state / p.repartition_bytes_per_second
+
+
+def can_restart(x: Inputs, model: CapacityModel, downtime: float | None) -> bool:
+    """A restart is possible at all: stateful partitions known, repartition on, state measured."""
+    return (
+        model.current_partitions is not None
+        and x.policy.partitions.repartition
+        and downtime is not None
+    )
+
+
+def restart_within_budget(x: Inputs, possible: bool, downtime: float | None) -> bool:
+    """A possible restart whose downtime fits the policy's ``maxDowntimeSeconds``."""
+    return (
+        possible
+        and downtime is not None
+        and downtime <= x.policy.partitions.max_downtime_seconds
+    )
+
+
+def smallest_restart(
+    x: Inputs, model: CapacityModel, required: float, arrival: float, lo: int, hi: int,
+    downtime: float,
+) -> Layout | None:
+    """The fewest executors (``lo..hi``) that, restarted with their partitions, carry
+    ``required`` plus the arrivals queued while the job is down at the target utilization."""
+    pol = x.policy
+    extra = arrival * downtime / pol.lag.catch_up_seconds
+    for n in range(max(lo, 1), hi + 1):
+        lay = Layout(n, partitions_for(x, model, n), restart=True)
+        if model.utilization(required + extra, lay) <= pol.utilization.target:
+            return lay
+    return None
+
+
+def restart_pays(x: Inputs, saved_executors: int, downtime: float) -> bool:
+    """A repartition that saves executors pays if the saving over the stabilization window
+    exceeds the executor time lost while the job is down."""
+    horizon = max(x.policy.timing.scale_down_stabilization_seconds, downtime)
+    return saved_executors * horizon > downtime * x.policy.executors.max
+
+
+def why_no_restart(x: Inputs, downtime: float | None) -> str:
+    """Why a stateful stage cannot be repartitioned (for a PartitionBound hold)."""
+    return (
+        "repartition is disabled"
+        if not x.policy.partitions.repartition
+        else "state size is unknown"
+        if downtime is None
+        else f"its downtime ({downtime:.0f} s) exceeds maxDowntimeSeconds"
+    )

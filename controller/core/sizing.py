@@ -1,0 +1,187 @@
+"""DS2 sizing: the rate the job must carry, and the smallest layout that carries it.
+
+1. :func:`demand`: the required rate is the arrival rate plus, while a backlog is older than
+   ``lag.backlogToleranceSeconds``, the backlog over ``lag.catchUpSeconds``; below the current
+   capacity it also covers the backlog that keeps growing while new executors start.
+2. :func:`plan`: the fewest executors that carry it at ``utilization.target``, in place or with a
+   restart that spreads state over the new slots (:mod:`~controller.core.repartition`), within
+   :func:`ceiling`. When nothing within bounds is enough, :func:`best_effort` takes the least
+   layout worth having and says what binds (driver overhead, source partitions, state
+   partitions, executors.max).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from controller.core.capacity import CapacityModel, Layout
+from controller.core.decision import Sizing
+from controller.core.diagnosis import source_partitions_needed
+from controller.core.inputs import Inputs
+from controller.core.reasons import Reason
+from controller.core.repartition import (
+    can_restart,
+    partitions_for,
+    repartition_downtime,
+    restart_pays,
+    restart_within_budget,
+    smallest_restart,
+    why_no_restart,
+)
+
+WORTHWHILE_SHARE = 0.9
+"""When no size reaches the target, take the least one giving this share of the best capacity:
+beyond it, each extra executor buys almost nothing (a partition cap binds)."""
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What the job must carry now, at its current layout (records/s, records)."""
+
+    current: Layout
+    arrival: float
+    backlog: float
+    catching_up: bool
+    """A backlog older than ``lag.backlogToleranceSeconds`` is to be drained."""
+    required: float
+    """Arrival plus backlog / catch-up time (DS2's target rate with the catch-up)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    layout: Layout
+    downtime: float
+    limit: tuple[Reason, str] | None
+    """Set when no layout within bounds reaches the target utilization."""
+
+
+def demand(x: Inputs, model: CapacityModel) -> Demand:
+    """The required rate at the current layout."""
+    s, pol = x.snapshot, x.policy
+    current = Layout(model.current_executors, model.current_partitions, restart=False)
+    backlog = s.backlog_records or 0.0
+    catching_up = (s.backlog_age_seconds or 0.0) > pol.lag.backlog_tolerance_seconds
+    arrival = s.arrival_rate or 0.0
+    required = arrival + (backlog / pol.lag.catch_up_seconds if catching_up else 0.0)
+    now_cap = model.capacity(current)
+    if required > now_cap:
+        # backlog that keeps growing until new executors run tasks
+        required += (
+            (arrival - now_cap) * pol.timing.executor_startup_seconds / (pol.lag.catch_up_seconds)
+        )
+    return Demand(current, arrival, backlog, catching_up, required)
+
+
+def sizing_of(x: Inputs, model: CapacityModel, d: Demand, p: Plan) -> Sizing:
+    """The numbers behind the recommendation, as reported in the decision."""
+    target = x.policy.utilization.target
+    return Sizing(
+        required_rate=d.required,
+        capacity_rate=model.capacity(d.current, target),
+        target_capacity_rate=model.capacity(p.layout, target),
+        recommended_executors=p.layout.executors,
+        recommended_partitions=p.layout.partitions,
+        catching_up=d.catching_up,
+    )
+
+
+def drain_seconds(backlog: float, arrival: float, capacity: float) -> float | None:
+    """Seconds to drain ``backlog`` at full ``capacity`` while ``arrival`` keeps coming."""
+    if capacity <= arrival:
+        return None
+    return backlog / (capacity - arrival)
+
+
+def ceiling(x: Inputs, model: CapacityModel) -> int:
+    """Most executors one action may reach: the policy's max and the growth factor."""
+    grow = math.ceil(max(model.current_executors, 1) * x.policy.safety.max_scale_up_factor)
+    return max(min(x.policy.executors.max, grow), x.policy.executors.min)
+
+
+def plan(x: Inputs, model: CapacityModel, required: float, arrival: float) -> Plan:
+    """The smallest layout that carries ``required`` at the target utilization."""
+    pol = x.policy
+    lo, hi = pol.executors.min, ceiling(x, model)
+    target = pol.utilization.target
+    cur_p = model.current_partitions
+
+    in_place = None
+    for n in range(max(lo, 1), hi + 1):
+        lay = Layout(n, cur_p, restart=False)
+        if model.utilization(required, lay) <= target:
+            in_place = lay
+            break
+
+    restart = None
+    downtime = repartition_downtime(x)
+    possible = can_restart(x, model, downtime)
+    if restart_within_budget(x, possible, downtime) and downtime is not None:
+        restart = smallest_restart(x, model, required, arrival, lo, hi, downtime)
+
+    if in_place is not None and (restart is None or in_place.executors <= restart.executors):
+        return Plan(in_place, 0.0, None)
+    if restart is not None and downtime is not None:
+        if in_place is None or restart_pays(x, in_place.executors - restart.executors, downtime):
+            return Plan(restart, downtime, None)
+        return Plan(in_place or restart, 0.0, None)
+    if in_place is not None:
+        return Plan(in_place, 0.0, None)
+    return best_effort(x, model, required, possible, downtime)
+
+
+def best_effort(
+    x: Inputs, model: CapacityModel, required: float, possible: bool, downtime: float | None
+) -> Plan:
+    """Nothing within bounds is enough: the least layout reaching the best capacity, and why."""
+    pol = x.policy
+    lo, hi = max(pol.executors.min, 1), ceiling(x, model)
+    options = [Layout(n, model.current_partitions, False) for n in range(lo, hi + 1)]
+    if restart_within_budget(x, possible, downtime):
+        options += [Layout(n, partitions_for(x, model, n), True) for n in range(lo, hi + 1)]
+    best = max(model.capacity(o) for o in options)
+    chosen = min(
+        (o for o in options if model.capacity(o) >= WORTHWHILE_SHARE * best),
+        key=lambda o: (o.executors, o.restart),
+    )
+    if model.overhead_share_of_batch() >= pol.utilization.high:
+        chosen = Layout(model.current_executors, model.current_partitions, restart=False)
+    cap = model.capacity(chosen, pol.utilization.target)
+    stage = model.binding_stage(chosen)
+    if model.overhead_share_of_batch() >= pol.utilization.high:
+        limit = (
+            Reason.DRIVER_OVERHEAD_BOUND,
+            f"fixed per-batch driver time ({model.overhead_seconds:.2f} s) alone uses "
+            f"{model.overhead_share_of_batch():.0%} of each batch at a "
+            f"{model.interval_seconds:g} s trigger: executors cannot help; use a longer trigger",
+        )
+    elif stage.kind == "source" and stage.partitions is not None and chosen.executors < hi:
+        needed = source_partitions_needed(model, required, pol)
+        fix = (
+            f"set the Kafka source's minPartitions to {needed[0]} (or give the topic "
+            f"{needed[0]} partitions) and run {needed[1]} executor(s)"
+            if needed
+            else f"raise the source's partitions (Kafka minPartitions); even "
+            f"{pol.executors.max * model.cores_per_executor} would not carry it within "
+            f"executors.max={pol.executors.max}"
+        )
+        limit = (
+            Reason.SOURCE_PARTITION_BOUND,
+            f"the read stage is capped at {stage.partitions} source partition(s) "
+            f"({cap:,.0f} records/s at target utilization, {required:,.0f} needed): more "
+            f"executors cannot help; {fix}",
+        )
+    elif stage.kind == "stateful" and not possible and chosen.executors < hi:
+        limit = (
+            Reason.PARTITION_BOUND_NO_REPARTITION,
+            f"stateful stage {stage.name} is capped at {model.current_partitions} partitions and "
+            f"{why_no_restart(x, downtime)}",
+        )
+    else:
+        limit = (
+            Reason.AT_MAX,
+            f"{required:,.0f} records/s needs more than {hi} executors (max "
+            f"{pol.executors.max}, growth x{pol.safety.max_scale_up_factor:g} per action) "
+            f"({cap:,.0f} records/s at target utilization)",
+        )
+    return Plan(chosen, downtime if chosen.restart and downtime else 0.0, limit)
