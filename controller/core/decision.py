@@ -1,7 +1,9 @@
 """The decision: what the engine asks for, and why.
 
 ``decide`` (in :mod:`controller.core.engine`) returns a :class:`Decision`; the adapters log it,
-put it in Events and status, and, in ``enforce`` mode, carry it out.
+put it in Events and status, and, in ``enforce`` mode, carry it out. :func:`record` and its two
+halves (:func:`record_recommendation`, :func:`action_entry`) are how a decision enters the
+history; :mod:`controller.core.evaluate` uses them for every host.
 """
 
 from __future__ import annotations
@@ -82,6 +84,18 @@ def record(
 ) -> ScalingHistory:
     """The history after ``decision``: its recommendation, and the action if one was taken."""
     lim = limits or HistoryLimits()
+    h = record_recommendation(history, decision, now, limits=lim)
+    if decision.acts:
+        h = h.add(action_entry(decision, now, rate_before), now, lim)
+    return h
+
+
+def record_recommendation(
+    history: ScalingHistory, decision: Decision, now: float, *, limits: HistoryLimits | None = None
+) -> ScalingHistory:
+    """The history after ``decision`` when nothing was carried out (a hold, recommend mode, or
+    an action the job refused): its recommendation and the block it found, if any."""
+    lim = limits or HistoryLimits()
     h = history
     rec = decision.sizing.recommended_executors
     if rec is not None:
@@ -99,19 +113,19 @@ def record(
         )
     if decision.block is not None:
         h = h.add(decision.block, now, lim)
-    if decision.acts:
-        h = h.add(
-            HistoryEntry(
-                time=now,
-                kind="action",
-                action=decision.action.value,
-                executors=decision.target_executors,
-                partitions=decision.target_partitions,
-                reason=decision.reason.value,
-                rate_before=rate_before,
-                expected_rate=decision.sizing.target_capacity_rate,
-            ),
-            now,
-            lim,
-        )
     return h
+
+
+def action_entry(decision: Decision, now: float, rate_before: float | None) -> HistoryEntry:
+    """The history entry of ``decision`` carried out at ``now`` (the cooldown, the
+    ineffective-scale-up check and the restart budget read it)."""
+    return HistoryEntry(
+        time=now,
+        kind="action",
+        action=decision.action.value,
+        executors=decision.target_executors,
+        partitions=decision.target_partitions,
+        reason=decision.reason.value,
+        rate_before=rate_before,
+        expected_rate=decision.sizing.target_capacity_rate,
+    )

@@ -23,11 +23,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from contracts.history import HistoryEntry, HistoryLimits, ScalingHistory
+from contracts.history import HistoryLimits, ScalingHistory
 from contracts.runner_api import ActionKind, ActionState, Phase, RunnerStatus
 from contracts.streamjob import ActionIntent
 from controller.adapters.runner_client import RunnerClient, RunnerRefused, RunnerUnavailable
-from controller.core import Action, Decision, MetricsSnapshot
+from controller.core import Action, Decision, MetricsSnapshot, action_entry
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.settings import ControllerSettings
 from controller.kube.status import PHASE_FOR_ACTION, StatusDraft
@@ -76,8 +76,7 @@ class Actions:
         draft.condition("Progressing", "True", d.reason.value, d.message)
         # the action enters the history with the intent (cooldown, ineffective-move checks);
         # a refusal takes both back
-        draft.set_history(with_action(history, intent, d.reason.value, snap.processed_rate,
-                                       d.sizing.target_capacity_rate))
+        draft.set_history(with_action(history, intent, d, snap.processed_rate))
         # 1. the intent reaches etcd before anything changes (a 409 here: nothing was done)
         obj = self.write(obj, draft)
         self.event(obj, "Normal", d.reason.value, d.message, d.action.value)
@@ -244,17 +243,9 @@ def stop_runner(client: RunnerClient, timeout: float) -> str:
 
 
 def with_action(
-    history: ScalingHistory, intent: ActionIntent, reason: str, rate_before: float | None,
-    expected: float | None,
+    history: ScalingHistory, intent: ActionIntent, d: Decision, rate_before: float | None,
 ) -> ScalingHistory:
-    entry = HistoryEntry(
-        time=intent.started_at,
-        kind="action",
-        action=intent.action,
-        executors=intent.target_executors,
-        partitions=intent.target_partitions,
-        reason=reason,
-        rate_before=rate_before,
-        expected_rate=expected,
-    )
+    """``history`` with ``d`` carried out as of the intent's start: the same entry as every host
+    records (``controller.core.action_entry``), within the status bounds."""
+    entry = action_entry(d, intent.started_at, rate_before)
     return history.add(entry, intent.started_at, STATUS_HISTORY)

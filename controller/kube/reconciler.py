@@ -16,21 +16,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicy, ScalingPolicySpec
 from contracts.runner_api import Phase
 from contracts.streamjob import StreamJob
 from controller.adapters.prometheus import SnapshotSource
 from controller.adapters.promql import Window
 from controller.adapters.runner_client import RunnerClient
-from controller.core import Action, Decision, decide
+from controller.core import Action, Decision, MetricsSnapshot, evaluate, log_fields
 from controller.kube import resources
 from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
 from controller.kube.api import KubeApi, NotFound
@@ -257,21 +256,25 @@ class Reconciler:
         job: StreamJob, policy: ScalingPolicySpec,
     ) -> float:
         started = getattr(self._local, "started", time.monotonic())
-        now = draft.now
         runner = try_status(client)
         source = self.source_for(key, target)
         name = (runner.job if runner is not None else None) or key[1]
-        snap = source.snapshot(str(name), Window(policy.timing.window_seconds), now)
-        history = draft.history()
-        decision = decide(snap, policy, history, now)
+
+        def collect(window_seconds: float, now: float) -> MetricsSnapshot:
+            return source.snapshot(str(name), Window(window_seconds), now)
+
+        # the history in status holds the decision as not carried out; actions.start adds the
+        # action with the intent, and a refusal puts this one back
+        ev = evaluate(collect, policy, draft.history(), draft.now, STATUS_HISTORY)
+        decision, snap, history = ev.decision, ev.snapshot, ev.history
         draft.observe(snap, runner)
         draft.decided(decision)
-        history = _record(history, decision, now, acted=False)
         draft.set_history(history)
         self.metrics.decision(decision)
         after = policy.timing.evaluation_interval_seconds
         if decision.acts and decision.action is Action.RECOVER and not target.managed:
             decision = decision.model_copy(update={"enforced": False})
+            ev = replace(ev, decision=decision)
             draft.decided(decision)
             self._degraded_note(obj, draft, "AttachedRunnerDown",
                                 f"{decision.message}; the runner at {target.control_url} is not "
@@ -292,13 +295,7 @@ class Reconciler:
             self._refusal_event(obj, decision)
         took = time.monotonic() - started
         self.metrics.evaluated(took)
-        log.info("decision", job=f"{key[0]}/{key[1]}", action=decision.action.value,
-                 reason=decision.reason.value, message=decision.message,
-                 target_executors=decision.target_executors,
-                 target_partitions=decision.target_partitions,
-                 bottleneck=decision.diagnosis.kind.value, operator=decision.diagnosis.operator,
-                 evidence=list(decision.diagnosis.evidence),
-                 enforced=decision.enforced, ms=round(took * 1000, 1))
+        log.info("decision", job=f"{key[0]}/{key[1]}", **log_fields(ev), ms=round(took * 1000, 1))
         return after
 
     # --- degraded, deletion -------------------------------------------------------------------
@@ -397,10 +394,3 @@ def _b64(v: str) -> str:
     import base64
 
     return base64.b64decode(v).decode().strip()
-
-
-def _record(history: ScalingHistory, d: Decision, now: float, acted: bool) -> ScalingHistory:
-    from controller.core import record
-
-    done = d if acted else d.model_copy(update={"enforced": False})
-    return record(history, done, now, limits=STATUS_HISTORY)

@@ -1,7 +1,8 @@
 """The local controller: evaluate on a schedule, decide, act through the runner.
 
 collect (a MetricsSnapshot from Prometheus) -> decide (the pure engine) -> act (the runner's
-control endpoint, or a recovery callback) -> remember (the bounded history). The policy file is
+control endpoint, or a recovery callback) -> remember (the bounded history): the core's
+``evaluate`` step, shared with the Kubernetes reconciler and the simulator. The policy file is
 re-read when it changes; an invalid edit is rejected with its validation message and the last
 good policy stays in force.
 """
@@ -25,7 +26,7 @@ from contracts.manifests import ManifestError, load_policy
 from contracts.policy import ScalingPolicySpec
 from controller.adapters.prometheus import SnapshotSource
 from controller.adapters.promql import Window
-from controller.core import Action, Decision, MetricsSnapshot, decide, record
+from controller.core import Action, Decision, Evaluation, MetricsSnapshot, evaluate, log_fields
 
 log = structlog.get_logger("stream_autoscaler.controller")
 logging.getLogger("apscheduler").setLevel(logging.ERROR)  # "skipped: max instances" is expected
@@ -99,17 +100,6 @@ class Actuator(Protocol):
 
 
 @dataclass
-class Evaluation:
-    """One evaluation: what was seen, what was decided, whether it was carried out."""
-
-    time: float
-    snapshot: MetricsSnapshot
-    decision: Decision
-    acted: bool = False
-    error: str | None = None
-
-
-@dataclass
 class LocalController:
     """Evaluates one job every ``policy.timing.evaluationIntervalSeconds``."""
 
@@ -129,38 +119,23 @@ class LocalController:
         """Collect, decide, act, remember. Never raises: errors become part of the record."""
         with self._lock:
             policy = self.policy_file.current()
-            now = self.clock()
-            snap = self.source.snapshot(self.job, Window(policy.timing.window_seconds), now)
-            decision = decide(snap, policy, self.history, now)
-            ev = Evaluation(now, snap, decision)
-            if decision.acts:
+            ev = evaluate(self._collect, policy, self.history, self.clock())
+            if ev.decision.acts:
                 try:
-                    self.actuator.apply(decision)
-                    ev.acted = True
+                    self.actuator.apply(ev.decision)
+                    ev = ev.carried_out()
                 except Exception as e:  # the runner refused or is gone: retry next time
-                    ev.error = f"{type(e).__name__}: {e}"
-            done = decision if ev.acted else decision.model_copy(update={"enforced": False})
-            self.history = record(self.history, done, now, rate_before=snap.processed_rate)
+                    ev = ev.refused(f"{type(e).__name__}: {e}")
+            self.history = ev.history
             self.last = ev
-            log.info(
-                "decision",
-                job=self.job,
-                action=decision.action.value,
-                reason=decision.reason.value,
-                message=decision.message,
-                target_executors=decision.target_executors,
-                target_partitions=decision.target_partitions,
-                enforced=decision.enforced,
-                acted=ev.acted,
-                error=ev.error,
-                bottleneck=decision.diagnosis.kind.value,
-                operator=decision.diagnosis.operator,
-                evidence=list(decision.diagnosis.evidence),
-            )
+            log.info("decision", job=self.job, **log_fields(ev), acted=ev.acted, error=ev.error)
             self._reschedule(policy)
         if self.on_evaluation is not None:
             self.on_evaluation(ev)
         return ev
+
+    def _collect(self, window_seconds: float, now: float) -> MetricsSnapshot:
+        return self.source.snapshot(self.job, Window(window_seconds), now)
 
     def _reschedule(self, policy: ScalingPolicySpec) -> None:
         interval = policy.timing.evaluation_interval_seconds

@@ -1,7 +1,7 @@
 """The closed loop: a simulated job, an autoscaler ticking on its interval, a timeline.
 
-Our engine plugs in through :class:`EngineAutoscaler`, which calls the same
-``controller.core.decide`` and ``record`` as production and carries out a decision only when it
+Our engine plugs in through :class:`EngineAutoscaler`, which runs the same
+``controller.core.evaluate`` step as production and carries out a decision only when it
 ``acts`` (enforce mode, not hold).
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
 from contracts.trace import Trace
-from controller.core import Action, decide, record
+from controller.core import Action, evaluate
 from controller.simulator.baselines import (
     Autoscaler,
     Command,
@@ -51,7 +51,7 @@ def parse_chaos(spec: str | None) -> list[float]:
 
 @dataclass
 class EngineAutoscaler:
-    """``controller.core.decide`` on the simulated job's snapshot, with its durable history."""
+    """``controller.core.evaluate`` on the simulated job's snapshot, with its durable history."""
 
     policy: ScalingPolicySpec
     name: str = "engine"
@@ -68,10 +68,11 @@ class EngineAutoscaler:
         return self.policy.timing.window_seconds
 
     def tick(self, obs: Observation, now: float, cur: Current) -> Command | None:
-        snap = obs.snapshot
-        wall = EPOCH + now
-        d = decide(snap, self.policy, self.history, wall)
-        self.history = record(self.history, d, wall, rate_before=snap.processed_rate)
+        ev = evaluate(lambda _window, _now: obs.snapshot, self.policy, self.history, EPOCH + now)
+        d = ev.decision
+        if d.acts:
+            ev = ev.carried_out()  # run() applies the command; a simulated job never refuses
+        self.history = ev.history
         self.last_reason = d.reason.value
         if not d.acts:
             return None
