@@ -1,8 +1,9 @@
 """Reading StreamJob and ScalingPolicy manifests from YAML, with errors a person can act on.
 
 Every problem is reported as ``FILE: field.path (value) why``: the file, the camelCase field
-path as written in the YAML, the offending value and the reason. A YAML syntax error gives the
-line and column. Nothing here raises a bare traceback at the user.
+path as written in the YAML, the offending value and the reason (:func:`error_lines`, which the
+Kubernetes reconciler uses too). A YAML syntax error gives the line and column. Nothing here
+raises a bare traceback at the user.
 """
 
 from __future__ import annotations
@@ -75,7 +76,19 @@ def validate(model: type[M], data: Any, source: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise ManifestError(source, [_line(source, model, err) for err in e.errors()]) from None
+        raise ManifestError(source, error_lines(model, e, source)) from None
+
+
+def error_lines(model: type[BaseModel], error: ValidationError, source: str = "") -> list[str]:
+    """One ``field.path (value) why`` line per error of validating a ``model`` manifest.
+
+    Paths are camelCase, as written in the YAML (``spec.executors.min``); an unknown field gets
+    a did-you-mean; ``source`` (a file name), when given, prefixes each line. Every reader of
+    manifests reports through this: the file loaders and ``validate`` here, and the Kubernetes
+    reconciler for objects read from the API server (its SpecInvalid/PolicyInvalid conditions).
+    """
+    prefix = f"{source}: " if source else ""
+    return [prefix + _problem(model, err) for err in error.errors()]
 
 
 def load_policy(path: str | Path) -> ScalingPolicy:
@@ -107,7 +120,7 @@ def load_manifest(path: str | Path) -> StreamJob | ScalingPolicy:
     return validate(model, data, source)
 
 
-def _line(source: str, model: type[BaseModel], err: Any) -> str:
+def _problem(model: type[BaseModel], err: Any) -> str:
     loc = [str(p) for p in err["loc"] if not _is_union_tag(p)]
     path = ".".join(loc) or "(top level)"
     kind, msg, value = err["type"], err["msg"], err.get("input")
@@ -119,18 +132,18 @@ def _line(source: str, model: type[BaseModel], err: Any) -> str:
             hint = f" (did you mean {'.'.join([*loc[:-1], close[0]])}?)"
         elif known:
             hint = f" (known here: {', '.join(sorted(known))})"
-        return f"{source}: {path}: unknown field{hint}"
+        return f"{path}: unknown field{hint}"
     if kind == "missing":
-        return f"{source}: {path}: required field is missing"
+        return f"{path}: required field is missing"
     if kind == "value_error":
         text = msg.removeprefix("Value error, ")
         prefix = ".".join(loc)
         if _BACKTICK.search(text):
-            return f"{source}: " + _BACKTICK.sub(
+            return _BACKTICK.sub(
                 lambda m: f"{prefix}.{m.group(1)}" if prefix else m.group(1), text
             )
-        return f"{source}: {path}: {text}"
-    return f"{source}: {path} ({_show(value)}): {msg}"
+        return f"{path}: {text}"
+    return f"{path} ({_show(value)}): {msg}"
 
 
 def _is_union_tag(part: object) -> bool:

@@ -23,6 +23,7 @@ import structlog
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
+from contracts.manifests import error_lines
 from contracts.policy import ScalingPolicy, ScalingPolicySpec
 from contracts.runner_api import Phase
 from contracts.streamjob import StreamJob
@@ -58,6 +59,10 @@ REFUSING_HOLDS = {
 }
 """Holds that refuse a change the load asks for (or cannot see): each gets an Event when it
 starts, so a refusal is visible in ``kubectl describe`` and not only in logs."""
+
+MAX_PROBLEMS = 5
+"""Validation errors quoted in a SpecInvalid/PolicyInvalid condition and Event: enough to fix
+the usual mistake, short enough to read in ``kubectl describe`` (``validate FILE`` lists all)."""
 
 
 @dataclass
@@ -143,7 +148,7 @@ class Reconciler:
         try:
             job = StreamJob.model_validate({k: v for k, v in obj.items() if k != "status"})
         except ValidationError as e:
-            raise Degraded("SpecInvalid", _problems(e, "spec")) from None
+            raise Degraded("SpecInvalid", _problems(StreamJob, e)) from None
         ref = job.spec.policy_ref.name
         pobj = self.get_policy((key[0], ref))
         if pobj is None:
@@ -156,7 +161,7 @@ class Reconciler:
             )
         except ValidationError as e:
             raise Degraded(
-                "PolicyInvalid", f"ScalingPolicy {key[0]}/{ref}: " + _problems(e, "")
+                "PolicyInvalid", f"ScalingPolicy {key[0]}/{ref}: " + _problems(ScalingPolicy, e)
             ) from None
         return job, policy.spec
 
@@ -373,12 +378,9 @@ class Reconciler:
 # --- helpers ------------------------------------------------------------------------------------
 
 
-def _problems(e: ValidationError, prefix: str) -> str:
-    out = []
-    for err in e.errors()[:5]:
-        path = ".".join(str(p) for p in err["loc"])
-        out.append(f"{path}: {err['msg']}")
-    return "; ".join(out)
+def _problems(model: type[StreamJob] | type[ScalingPolicy], e: ValidationError) -> str:
+    """The lines ``stream-autoscaler validate`` prints for the same mistake, on one line."""
+    return "; ".join(error_lines(model, e)[:MAX_PROBLEMS])
 
 
 def _api_message(e: ApiException) -> str:
