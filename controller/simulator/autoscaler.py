@@ -1,0 +1,59 @@
+"""What the closed loop and an autoscaler say to each other, and the rounding they share.
+
+Every autoscaler (our engine in :mod:`controller.simulator.loop`, the baselines in
+:mod:`controller.simulator.baselines` and :mod:`controller.simulator.flink`) is ticked with an
+:class:`Observation` and what it last set (:class:`Current`), and may answer a :class:`Command`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from controller.core.snapshot import MetricsSnapshot
+
+
+@dataclass(frozen=True)
+class Command:
+    """What an autoscaler asks of the job."""
+
+    action: Literal["scale", "restart", "recover"]
+    executors: int
+    partitions: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What an autoscaler sees at a tick: the metrics snapshot over its window, and the
+    executors' CPU usage over that window (for CPU-based rules; None when unknown)."""
+
+    snapshot: MetricsSnapshot
+    cpu_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Current:
+    """What an autoscaler knows of the job besides the metrics: what it last set."""
+
+    executors: int
+    partitions: int
+
+
+class Autoscaler(Protocol):
+    name: str
+    interval: float
+    window: float
+    auto_recover: bool
+
+    def tick(self, obs: Observation, now: float, cur: Current) -> Command | None: ...
+
+
+def round_half_up(x: float) -> int:
+    """Scala/Java ``math.round``: halves round up (Python's round() rounds them to even)."""
+    return math.floor(x + 0.5)
+
+
+def clamp(n: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, n))
