@@ -41,6 +41,7 @@ from contracts.runner_api import (
     find_action,
 )
 from operators import state
+from operators.errors import OperatorsError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("operators.runner")
 
 
-class Conflict(RuntimeError):
+class ActionConflict(OperatorsError, RuntimeError):
     """An action was requested while another runs, or in a phase that does not allow it."""
 
     def __init__(self, phase: Phase, action: ActionRecord | None) -> None:
@@ -89,7 +90,7 @@ class RunnerActions:
             maxlen=RECENT_ACTIONS)
 
     def submit(self, request: ActionRequest) -> ActionRecord:
-        """Start an action in a background thread; raises Conflict or RequestError at once.
+        """Start an action in a background thread; raises ActionConflict or RequestError at once.
 
         With ``actionId``, the call is idempotent: an action already known by that id (running
         or among the last :data:`RECENT_ACTIONS`) is returned as it is, its ``duplicates``
@@ -100,7 +101,7 @@ class RunnerActions:
                 known.duplicates += 1
                 return known
             if not accepts(self.phase, request.kind, busy=self.action is not None):
-                raise Conflict(self.phase, self.action)
+                raise ActionConflict(self.phase, self.action)
             self._validate(request)
             action = ActionRecord(kind=request.kind, params=request.model_dump(
                 exclude={"action_id"}))

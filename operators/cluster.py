@@ -28,11 +28,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from operators.errors import OperatorsError
+
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
 
-class ClusterError(RuntimeError):
+class ClusterError(OperatorsError, RuntimeError):
     """The mini-cluster could not start (no Java, no pyspark, a JVM died, a timeout)."""
 
 

@@ -38,7 +38,7 @@ from contracts.runner_api import (
     WireModel,
     parse_request,
 )
-from operators.runner import Conflict, JobRunner
+from operators.runner import ActionConflict, JobRunner
 
 _ANSWERED = object()
 """What :meth:`_Handler._body` returns once it has answered (413, 400)."""
@@ -123,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
             action = self.runner.submit(request)
         except RequestError as e:
             self._send(400, e.response())
-        except Conflict as e:
+        except ActionConflict as e:
             self._send(409, e.answer)
         else:
             self._send(200 if before is not None else 202,

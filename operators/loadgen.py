@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from contracts.streamjob import BurstSource
+from operators.errors import BurstSourceError, OperatorsError
 
 VALUE_SCHEMA = "seq BIGINT, key STRING, value BIGINT, event_time TIMESTAMP"
 CHUNK = 5_000
@@ -49,7 +50,7 @@ PRODUCER_CONFIG = {
 }
 
 
-class LoadGenError(RuntimeError):
+class LoadGenError(OperatorsError, RuntimeError):
     """The generator cannot run (no confluent-kafka, a bad trace, the broker refused records)."""
 
 
@@ -83,7 +84,7 @@ class LoadGenerator:
 
     def __init__(self, bootstrap: str, topic: str, source: BurstSource, partitions: int = 1,
                  first_seq: int = 0) -> None:  # fmt: skip
-        from operators.sources.burst import BurstParams, BurstSourceError
+        from operators.sources.burst_records import BurstParams
 
         if partitions < 1:
             raise LoadGenError(f"partitions: {partitions} must be >= 1")
@@ -114,7 +115,7 @@ class LoadGenerator:
             max_records: int | None = None) -> LoadStats:  # fmt: skip
         """Follow the trace for ``duration`` s (or until ``max_records`` or :attr:`stop_event`);
         returns when the broker acknowledged everything sent."""
-        from operators.sources.burst import generate
+        from operators.sources.burst_records import generate
 
         producer = _confluent().Producer(
             {"bootstrap.servers": self.bootstrap, **PRODUCER_CONFIG, "log_level": 3}
@@ -186,7 +187,7 @@ def check_records(rows: Any, source: BurstSource, run_start: float, first_seq: i
     """Problems with ``rows`` (a pandas DataFrame with :data:`VALUE_SCHEMA`'s columns) as the
     generated records ``first_seq..first_seq+count``: missing or duplicated seqs, a key, value
     or event time that is not the generated one. Empty = exactly the generated records."""
-    from operators.sources.burst import BurstParams, generate
+    from operators.sources.burst_records import BurstParams, generate
 
     problems: list[str] = []
     seqs = rows["seq"].to_numpy(dtype=np.int64)

@@ -10,7 +10,7 @@ Usage::
     runner.status()                                          # a contracts.runner_api.RunnerStatus
 
 Phases: :class:`contracts.runner_api.Phase`. One action runs at a time; another request
-meanwhile raises :class:`Conflict` (HTTP 409). The actions themselves (scale, the SEEP
+meanwhile raises :class:`ActionConflict` (HTTP 409). The actions themselves (scale, the SEEP
 repartition, stop) are in :mod:`operators.actions`; here the lifecycle and the query.
 """
 
@@ -33,18 +33,20 @@ from contracts.runner_api import (
     Rates,
     RunnerStatus,
 )
-from contracts.streamjob import BurstSource, StreamJob
+from contracts.streamjob import StreamJob
 from operators import state
-from operators.actions import Conflict, RunnerActions, first_line
+from operators.actions import ActionConflict, RunnerActions, first_line
 from operators.exporter import Backlog, ProgressListener, RunnerMetrics, StagePoller
 from operators.session import ExecutorPool, SessionOptions, create_session
+from operators.sources import adapter_for
+from operators.sources.backlog import backlog_from_progress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = structlog.get_logger("operators.runner")
-__all__ = ["ActionRecord", "Conflict", "JobRunner", "RunnerOptions"]
+__all__ = ["ActionConflict", "ActionRecord", "JobRunner", "RunnerOptions"]
 
 
 @dataclass
@@ -89,7 +91,7 @@ class JobRunner(RunnerActions):
         from operators.job import stateful_operators
 
         self.metrics = RunnerMetrics(self.name, stateful_operators(self.spec))
-        self._clock = _burst_clock(self.spec.source)
+        self._backlog_probe = adapter_for(self.spec.source).backlog_probe(self.spec.source)
         self._poller: StagePoller | None = None
         self._lock_file: state.CheckpointLock | None = None
 
@@ -274,83 +276,8 @@ class JobRunner(RunnerActions):
         log.info("phase", job=self.name, phase=phase.value)
 
     def _backlog(self, p: dict[str, Any]) -> Backlog | None:
-        return backlog_from_progress(p, self._clock)
-
-
-def backlog_from_progress(p: dict[str, Any], clock: Any) -> Backlog | None:
-    """Records waiting and the oldest one's age, from the sources' end and latest offsets.
-
-    Burst offsets are ``{"offset": n, "runStartUs": t0}``; the clock turns an offset into its
-    arrival time. Kafka offsets are ``{"topic": {"partition": n}}``; then ``clock`` is the
-    source's :class:`operators.sources.kafka.KafkaLagProbe`, which asks the broker for the
-    latest offsets and the oldest unread record's timestamp per partition. Other sources with a
-    numeric offset give records but no age.
-    """
-    from operators.sources.kafka import KafkaLagProbe, parse_offsets
-
-    records, age, arrived = 0.0, None, None
-    known = False
-    partitions: int | None = None
-    lags: list[tuple[str, int, float, float | None]] = []
-    for s in p.get("sources") or []:
-        kafka_end = parse_offsets(s.get("endOffset")) if isinstance(clock, KafkaLagProbe) else None
-        if kafka_end is not None:
-            kb = clock.backlog(kafka_end, parse_offsets(s.get("latestOffset")))
-            known = True
-            records += kb.records
-            age = kb.age_seconds if age is None else max(age, kb.age_seconds or 0.0)
-            arrived = (arrived or 0.0) + kb.latest_total
-            partitions = max(kb.partitions, clock.source.min_partitions or 0)
-            lags += [(lag.topic, lag.partition, lag.behind, lag.age_seconds) for lag in kb.lags]
-            continue
-        end, latest = _offset(s.get("endOffset")), _offset(s.get("latestOffset"))
-        if end is None or latest is None:
-            continue
-        known = True
-        records += max(0.0, latest[0] - end[0])
-        if clock is not None and not isinstance(clock, KafkaLagProbe) and end[1] is not None:
-            now = time.time()
-            a = clock.backlog_age(int(end[0]), now, end[1])
-            age = a if age is None else max(age, a)
-            arrived = (arrived or 0.0) + clock.latest_offset(now, end[1])
-    if not known:
-        return None
-    return Backlog(records, age, arrived, source_partitions=partitions, partition_lags=tuple(lags))
-
-
-def _offset(raw: Any) -> tuple[float, float | None] | None:
-    import json
-
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
+        b = backlog_from_progress(p, self._backlog_probe)
+        if b is None:
             return None
-    if isinstance(raw, (int, float)):
-        return float(raw), None
-    if isinstance(raw, dict) and isinstance(raw.get("offset"), (int, float)):
-        run = raw.get("runStartUs")
-        return float(raw["offset"]), (float(run) / 1e6 if run is not None else None)
-    return None
-
-
-def _burst_clock(source: Any) -> Any:
-    """What turns the source's offsets into a backlog: a burst source's clock, a Kafka source's
-    lag probe, or None."""
-    from contracts.streamjob import KafkaSource
-
-    if isinstance(source, KafkaSource):
-        from operators.sources.kafka import KafkaLagProbe
-
-        return KafkaLagProbe(source)
-    if not isinstance(source, BurstSource):
-        return None
-    try:
-        from operators.sources.burst import BurstClock
-
-        return BurstClock.for_source(source)
-    except Exception:
-        return None
-
+        return Backlog(b.records, b.age_seconds, b.arrived_total, b.source_partitions,
+                       b.partition_lags)

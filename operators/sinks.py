@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from contracts.streamjob import Sink
+from operators.errors import OperatorsError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -43,7 +44,7 @@ HEADER_BATCH, HEADER_ATTEMPT, HEADER_MARKER = "sa-batch", "sa-attempt", "sa-mark
 JSON_OPTIONS = TEXT_OPTIONS["json"]
 
 
-class SinkError(ValueError):
+class SinkError(OperatorsError, ValueError):
     """A sink the manifest describes but we cannot write to."""
 
 

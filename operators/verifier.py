@@ -28,49 +28,22 @@ one Kafka source.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from contracts.streamjob import AggregateOp, BurstSource, KafkaSource, StreamJobSpec
+from contracts.streamjob import AggregateOp, StreamJobSpec
+from operators.errors import VerifierError
+from operators.state.committed import CommittedProgress, committed_progress
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
     from contracts.streamjob import Source
+    from operators.job import ReadSource
 
-
-class VerifierError(RuntimeError):
-    """The verifier cannot judge this job (wrong source or sink kind, unreadable checkpoint)."""
-
-
-@dataclass(frozen=True)
-class CommittedProgress:
-    """What a checkpoint says the query committed."""
-
-    last_committed_batch: int | None
-    offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Burst offsets of the last committed batch, by stream name ("main", "right:<join>")."""
-    watermark_ms: int = 0
-    """The event-time watermark batch N ran with (ms since the epoch)."""
-    kafka_end: dict[str, dict[int, int]] | None = None
-    """End offsets of the (single) Kafka source after batch N: ``{topic: {partition: off}}``."""
-    kafka_start: dict[str, dict[int, int]] | None = None
-    """Where the query's Kafka source started (``sources/0/0``)."""
-
-    def records(self) -> dict[str, int]:
-        """Records committed per stream."""
-        out = {s: int(o["offset"]) for s, o in self.offsets.items()}
-        if self.kafka_end is not None:
-            start = self.kafka_start or {}
-            out["main"] = sum(
-                off - start.get(t, {}).get(p, 0)
-                for t, parts in self.kafka_end.items()
-                for p, off in parts.items()
-            )
-        return out
+__all__ = ["CommittedProgress", "VerificationResult", "VerifierError", "committed_progress",
+           "expected_output", "verify"]
 
 
 @dataclass
@@ -93,115 +66,13 @@ class VerificationResult:
         return asdict(self)
 
 
-def _batch_ids(directory: str) -> list[int]:
-    if not os.path.isdir(directory):
-        return []
-    return sorted(int(n) for n in os.listdir(directory) if n.isdigit())
-
-
-def committed_progress(checkpoint_dir: str) -> CommittedProgress:
-    """Reads ``commits/`` and ``offsets/`` of a local checkpoint."""
-    from operators.sources.kafka import parse_offsets
-
-    path = checkpoint_dir.removeprefix("file://").removeprefix("file:")
-    kafka_start = _initial_kafka_offsets(path)
-    commits = _batch_ids(os.path.join(path, "commits"))
-    if not commits:
-        return CommittedProgress(None, kafka_start=kafka_start)
-    last = commits[-1]
-    offsets_file = os.path.join(path, "offsets", str(last))
-    try:
-        with open(offsets_file, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise VerifierError(
-            f"checkpoint {checkpoint_dir}: batch {last} is committed but "
-            f"{offsets_file} cannot be read ({e.strerror})"
-        ) from None
-    if len(lines) < 2 or lines[0] != "v1":
-        raise VerifierError(f"{offsets_file}: not a Spark offsets log entry")
-    meta = json.loads(lines[1])
-    offsets = {}
-    kafka: list[dict[str, dict[int, int]]] = []
-    for line in lines[2:]:
-        if not line.strip() or line.strip() == "-":
-            continue
-        value = json.loads(line)
-        if isinstance(value, dict) and "runStartUs" in value:
-            offsets[str(value.get("stream", "main"))] = value
-        elif (k := parse_offsets(value)) is not None:
-            kafka.append(k)
-    if len(kafka) > 1:
-        raise VerifierError(f"{offsets_file}: {len(kafka)} Kafka sources; one can be replayed")
-    return CommittedProgress(
-        last,
-        offsets,
-        int(meta.get("batchWatermarkMs", 0)),
-        kafka_end=kafka[0] if kafka else None,
-        kafka_start=kafka_start,
-    )
-
-
-def _initial_kafka_offsets(path: str) -> dict[str, dict[int, int]] | None:
-    """The Kafka source's initial offsets (``sources/0/0``: a zero byte, ``v1``, the JSON)."""
-    from operators.sources.kafka import parse_offsets
-
-    try:
-        with open(os.path.join(path, "sources", "0", "0"), "rb") as f:
-            raw = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    brace = raw.find("{")
-    return parse_offsets(raw[brace:]) if brace >= 0 else None
-
-
-def _batch_reader(spark: SparkSession, progress: CommittedProgress):  # type: ignore[no-untyped-def]
-    from operators.sources import register
-    from operators.sources.burst import burst_options
-
-    register(spark)
+def _batch_reader(spark: SparkSession, progress: CommittedProgress) -> ReadSource:
+    from operators.sources import adapter_for
 
     def read(source: Source, stream: str) -> DataFrame:
-        if isinstance(source, KafkaSource):
-            return _kafka_replay(spark, source, stream, progress)
-        if not isinstance(source, BurstSource):
-            raise VerifierError(
-                f"input {stream!r} is a {source.type} source; only burst sources can be replayed"
-            )
-        offset = progress.offsets.get(stream, {"offset": 0, "runStartUs": 0})
-        opts = burst_options(source, stream=stream)
-        opts.update(
-            start_offset="0",
-            end_offset=str(int(offset["offset"])),
-            run_start_us=str(int(offset["runStartUs"])),
-        )
-        return spark.read.format("burst").options(**opts).load()
+        return adapter_for(source).committed_dataframe(spark, source, stream, progress)
 
     return read
-
-
-def _kafka_replay(
-    spark: SparkSession, source: KafkaSource, stream: str, progress: CommittedProgress
-) -> DataFrame:
-    from operators.sources.kafka import COLUMNS, read_kafka
-
-    if stream != "main":
-        raise VerifierError(f"input {stream!r} is a kafka source; only the main one is replayed")
-    start = progress.kafka_start
-    if start is None:
-        if progress.last_committed_batch is not None:
-            raise VerifierError("checkpoint has committed batches but no sources/0/0 offsets")
-        # Nothing committed: nothing expected (an empty read with the source's columns).
-        empty = spark.read.format("kafka").options(_empty_read_options(source)).load()
-        return empty.selectExpr(*COLUMNS).limit(0)
-    end = progress.kafka_end if progress.kafka_end is not None else start
-    return read_kafka(spark, source, streaming=False, starting=start, ending=end)
-
-
-def _empty_read_options(source: KafkaSource) -> dict[str, str]:
-    from operators.sources.kafka import kafka_options
-
-    return {**kafka_options(source, streaming=False), "endingOffsets": "earliest"}
 
 
 def expected_output(

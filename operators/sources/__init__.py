@@ -6,31 +6,45 @@
 * ``kafka`` (:mod:`operators.sources.kafka`): topics through Spark's Kafka connector (its jars
   on ``spark.jars``, see :func:`operators.sources.kafka.kafka_jars`).
 
-:func:`source_dataframe` turns a manifest's source into a DataFrame; errors are
-:class:`SourceError` with the source and the problem named.
+Each is a :class:`operators.sources.base.SourceAdapter` (the DataFrame, streaming or batch; the
+verifier's replay; fixed read partitions; the backlog probe), and :data:`ADAPTERS` maps the
+manifest's source model to it: :func:`adapter_for`. :func:`source_dataframe` turns a manifest's
+source into a DataFrame; errors are :class:`SourceError` (of :mod:`operators.errors`) with the
+source and the problem named.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from contracts.streamjob import BurstSource, FileSource, KafkaSource
+from contracts.streamjob import BurstSource, FileSource, JoinOp, KafkaSource
+from operators.errors import SourceError
+from operators.sources import burst, files, kafka
+from operators.sources.base import SourceAdapter
+from operators.sources.burst import register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from contracts.streamjob import Source
 
+ADAPTERS: dict[type, SourceAdapter[Any]] = {
+    BurstSource: burst.ADAPTER,
+    FileSource: files.ADAPTER,
+    KafkaSource: kafka.ADAPTER,
+}
+"""The adapter of each manifest source model."""
 
-class SourceError(ValueError):
-    """A source that cannot be read as the manifest describes it."""
+__all__ = ["ADAPTERS", "SourceError", "adapter_for", "register", "source_dataframe",
+           "source_partitions", "uses_kafka"]
 
 
-def register(spark: SparkSession) -> None:
-    """Registers the Python data sources (``burst``) with a session; idempotent."""
-    from operators.sources.burst import BurstDataSource
-
-    spark.dataSource.register(BurstDataSource)
+def adapter_for(source: object) -> SourceAdapter[Any]:
+    """The adapter of a manifest's source; :class:`SourceError` for an unknown kind."""
+    adapter = ADAPTERS.get(type(source))
+    if adapter is None:
+        raise SourceError(f"unknown source type {type(source).__name__}")
+    return adapter
 
 
 def source_dataframe(
@@ -45,51 +59,26 @@ def source_dataframe(
 
     ``stream`` names the input in the burst source's offsets ("main", or "right:<join>"), so a
     checkpoint's offsets say which input they belong to. ``streaming=False`` is only meaningful
-    for files (a snapshot of the directory); a burst source is read in batch mode by the verifier
-    through :func:`operators.sources.burst.burst_options` with ``end_offset``.
+    for files (a snapshot of the directory) and Kafka; a burst source is read in batch mode by
+    the verifier (:meth:`~operators.sources.base.SourceAdapter.committed_dataframe`).
     """
-    if isinstance(source, BurstSource):
-        from operators.sources.burst import BurstSourceError, burst_options
-
-        try:
-            options = burst_options(source, run_started_at, stream=stream)
-        except BurstSourceError as e:
-            raise SourceError(str(e)) from None
-        register(spark)
-        return spark.readStream.format("burst").options(**options).load()
-    if isinstance(source, FileSource):
-        from operators.sources.files import FileSourceError, read_files
-
-        try:
-            return read_files(spark, source, streaming=streaming)
-        except FileSourceError as e:
-            raise SourceError(str(e)) from None
-    if isinstance(source, KafkaSource):
-        from operators.sources.kafka import KafkaSourceError, read_kafka
-
-        try:
-            return read_kafka(spark, source, streaming=streaming)
-        except KafkaSourceError as e:
-            raise SourceError(str(e)) from None
-    raise SourceError(f"unknown source type {type(source).__name__}")
+    return adapter_for(source).dataframe(
+        spark, source, run_started_at=run_started_at, stream=stream, streaming=streaming
+    )
 
 
 def source_partitions(source: Source) -> int | None:
     """Read-stage partitions per batch, when the manifest fixes them (burst); else None.
 
     A Kafka source's count is the topic's (or ``minPartitions`` when larger): the runner learns
-    it from each batch's offsets (:class:`operators.sources.kafka.KafkaBacklog`).
+    it from each batch's offsets (:class:`operators.sources.kafka.KafkaLagProbe`).
     """
-    if isinstance(source, BurstSource):
-        return source.partitions
-    return None
+    return adapter_for(source).partitions(source)
 
 
 def uses_kafka(spec: object) -> bool:
     """Whether a job reads or writes Kafka (then the session needs the connector's jars)."""
-    from contracts.streamjob import JoinOp
-
     sources = [getattr(spec, "source", None)]
     sources += [op.right.source for op in getattr(spec, "pipeline", []) if isinstance(op, JoinOp)]
-    sink = getattr(spec, "sink", None)
-    return any(isinstance(s, KafkaSource) for s in sources) or getattr(sink, "type", "") == "kafka"
+    reads = any(getattr(ADAPTERS.get(type(s)), "uses_kafka", False) for s in sources)
+    return reads or getattr(getattr(spec, "sink", None), "type", "") == "kafka"

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from contracts.streamjob import FileSource
+from operators.errors import FileSourceError, VerifierError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-
-class FileSourceError(ValueError):
-    """A file source the manifest describes incompletely."""
+    from operators.sources.base import BacklogProbe
+    from operators.state.committed import CommittedProgress
 
 
 def read_files(spark: SparkSession, source: FileSource, *, streaming: bool = True) -> DataFrame:
@@ -44,3 +44,38 @@ def read_files(spark: SparkSession, source: FileSource, *, streaming: bool = Tru
     if streaming and source.max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
     return reader.load(source.path)
+
+
+class FileAdapter:
+    """:class:`operators.sources.base.SourceAdapter` of :class:`FileSource`: no fixed read
+    partitions, no backlog probe (a file source's offsets are log indexes, not records), no
+    replay."""
+
+    uses_kafka = False
+
+    def dataframe(
+        self,
+        spark: SparkSession,
+        source: FileSource,
+        *,
+        run_started_at: float | None,
+        stream: str,
+        streaming: bool,
+    ) -> DataFrame:
+        return read_files(spark, source, streaming=streaming)
+
+    def committed_dataframe(
+        self, spark: SparkSession, source: FileSource, stream: str, committed: CommittedProgress
+    ) -> DataFrame:
+        raise VerifierError(
+            f"input {stream!r} is a {source.type} source; only burst sources can be replayed"
+        )
+
+    def partitions(self, source: FileSource) -> int | None:
+        return None
+
+    def backlog_probe(self, source: FileSource) -> BacklogProbe | None:
+        return None
+
+
+ADAPTER = FileAdapter()

@@ -14,6 +14,8 @@ The connector's jars (spark-sql-kafka-0-10, its token provider, kafka-clients, c
 are resolved from Maven Central by ``hack/tools/kafka/resolve.sh`` into
 ``~/.cache/stream-autoscaler/kafka/spark-kafka-<version>/``; :func:`kafka_jars` finds them for
 ``spark.jars`` (``STREAM_AUTOSCALER_KAFKA_JARS``, a directory or comma-separated paths, wins).
+The connector's version is :data:`SPARK_KAFKA_VERSION`, not read from ``hack/`` at run time:
+an installed package (the image) has no ``hack/``.
 
 The backlog (:class:`KafkaLagProbe`): per topic-partition, the offsets behind the broker's
 latest (high watermark) after the last committed batch, and the age of the oldest unprocessed
@@ -24,18 +26,21 @@ Spark's ``latestOffset`` and the age is unknown (``None``, never 0).
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts.streamjob import KafkaSource
+from operators.errors import KafkaSourceError, VerifierError
+from operators.sources.base import SourceBacklog
+from operators.sources.offsets import TopicOffsets, topic_offsets, topic_offsets_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from operators.state.committed import CommittedProgress
 
 COLUMNS = (
     "CAST(value AS STRING) AS value",
@@ -46,19 +51,14 @@ COLUMNS = (
     "timestamp AS kafka_timestamp",
 )
 JARS_ENV = "STREAM_AUTOSCALER_KAFKA_JARS"
-VERSIONS_FILE = Path(__file__).resolve().parents[2] / "hack" / "tools" / "kafka" / "versions.env"
+SPARK_KAFKA_VERSION = "4.2.0"
+"""spark-sql-kafka-0-10_2.13, whose jars :func:`kafka_jars` looks for in the cache. The same
+value as ``SPARK_KAFKA_VERSION`` in hack/tools/kafka/versions.env, which resolves them (a unit
+test holds the two equal; that file says why 4.2.0 on PySpark 4.3)."""
 PROBE_TIMEOUT_SECONDS = 2.0
 """Longest the lag probe waits on the broker per progress event: the loopback broker answers in
 milliseconds; a broker that does not answer in 2 s leaves the age unknown for that batch rather
 than delay the next progress event."""
-
-TopicOffsets = dict[str, dict[int, int]]
-"""``{topic: {partition: offset}}``."""
-
-
-class KafkaSourceError(ValueError):
-    """A Kafka source or sink that cannot be read or written as described."""
-
 
 # --- jars ------------------------------------------------------------------------------------
 
@@ -74,10 +74,9 @@ def kafka_jars() -> list[str]:
         if missing or not paths:
             raise KafkaSourceError(f"{JARS_ENV}: no such jar(s): {', '.join(missing) or override}")
         return [str(p) for p in paths]
-    version = _versions().get("SPARK_KAFKA_VERSION")
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
     cache = Path(os.environ.get("SA_KAFKA_CACHE", base / "kafka"))
-    d = cache / f"spark-kafka-{version}"
+    d = cache / f"spark-kafka-{SPARK_KAFKA_VERSION}"
     jars = sorted(d.glob("*.jar")) if (d / ".stamp").exists() else []
     if not jars:
         raise KafkaSourceError(
@@ -85,19 +84,6 @@ def kafka_jars() -> list[str]:
             f"(hack/tools/kafka/resolve.sh) or set {JARS_ENV}"
         )
     return [str(p) for p in jars]
-
-
-def _versions() -> dict[str, str]:
-    try:
-        text = VERSIONS_FILE.read_text(encoding="utf-8")
-    except OSError as e:
-        raise KafkaSourceError(f"{VERSIONS_FILE}: {e.strerror}; set {JARS_ENV}") from None
-    out = {}
-    for line in text.splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -135,8 +121,8 @@ def read_kafka(
     opts = kafka_options(source, streaming=streaming)
     if not streaming:
         if starting is not None:
-            opts["startingOffsets"] = offsets_json(starting)
-        opts["endingOffsets"] = offsets_json(ending) if ending is not None else "latest"
+            opts["startingOffsets"] = topic_offsets_json(starting)
+        opts["endingOffsets"] = topic_offsets_json(ending) if ending is not None else "latest"
     reader = spark.readStream if streaming else spark.read
     try:
         return reader.format("kafka").options(**opts).load().selectExpr(*COLUMNS)
@@ -147,33 +133,6 @@ def read_kafka(
                 "(the runner adds it from the cache `make tools` fills; see kafka_jars())"
             ) from None
         raise
-
-
-def offsets_json(offsets: TopicOffsets) -> str:
-    return json.dumps({t: {str(p): int(o) for p, o in ps.items()} for t, ps in offsets.items()})
-
-
-def parse_offsets(raw: str | Mapping[str, Any] | None) -> TopicOffsets | None:
-    """A Kafka offset as Spark writes it (``{"topic": {"0": 12}}``, JSON text or dict), or None
-    when ``raw`` is not one (a burst offset, a file source's log index)."""
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return None
-    if not isinstance(raw, Mapping) or not raw:
-        return None
-    out: TopicOffsets = {}
-    for topic, parts in raw.items():
-        if not isinstance(parts, Mapping):
-            return None
-        try:
-            out[str(topic)] = {int(p): int(o) for p, o in parts.items()}
-        except (TypeError, ValueError):
-            return None
-    return out
 
 
 # --- the backlog -----------------------------------------------------------------------------
@@ -267,6 +226,21 @@ class KafkaLagProbe:
             lags=lags,
         )
 
+    def after_batch(self, end: object, latest: object, now: float) -> SourceBacklog | None:
+        """:class:`operators.sources.base.BacklogProbe`: None unless ``end`` is a Kafka offset;
+        the partitions are the topic's, or ``minPartitions`` when larger."""
+        done = topic_offsets(end)
+        if done is None:
+            return None
+        kb = self.backlog(done, topic_offsets(latest), now)
+        return SourceBacklog(
+            kb.records,
+            kb.age_seconds,
+            kb.latest_total,
+            max(kb.partitions, self.source.min_partitions or 0),
+            tuple((lag.topic, lag.partition, lag.behind, lag.age_seconds) for lag in kb.lags),
+        )
+
     def _watermarks(self, consumer: Any, end: TopicOffsets) -> TopicOffsets | None:
         from confluent_kafka import TopicPartition
 
@@ -314,3 +288,50 @@ class KafkaLagProbe:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+class KafkaAdapter:
+    """:class:`operators.sources.base.SourceAdapter` of :class:`KafkaSource`."""
+
+    uses_kafka = True
+
+    def dataframe(
+        self,
+        spark: SparkSession,
+        source: KafkaSource,
+        *,
+        run_started_at: float | None,
+        stream: str,
+        streaming: bool,
+    ) -> DataFrame:
+        return read_kafka(spark, source, streaming=streaming)
+
+    def committed_dataframe(
+        self, spark: SparkSession, source: KafkaSource, stream: str, committed: CommittedProgress
+    ) -> DataFrame:
+        """The topic from the query's initial offsets (``sources/0/0``) to the end offsets of
+        the last committed batch; only the main input can be replayed."""
+        if stream != "main":
+            raise VerifierError(
+                f"input {stream!r} is a kafka source; only the main one is replayed"
+            )
+        start = committed.kafka_start
+        if start is None:
+            if committed.last_committed_batch is not None:
+                raise VerifierError("checkpoint has committed batches but no sources/0/0 offsets")
+            # Nothing committed: nothing expected (an empty read with the source's columns).
+            opts = {**kafka_options(source, streaming=False), "endingOffsets": "earliest"}
+            return spark.read.format("kafka").options(**opts).load().selectExpr(*COLUMNS).limit(0)
+        end = committed.kafka_end if committed.kafka_end is not None else start
+        return read_kafka(spark, source, streaming=False, starting=start, ending=end)
+
+    def partitions(self, source: KafkaSource) -> int | None:
+        """None: the count is the topic's (or ``minPartitions``); the backlog probe learns it
+        from each batch's offsets."""
+        return None
+
+    def backlog_probe(self, source: KafkaSource) -> KafkaLagProbe:
+        return KafkaLagProbe(source)
+
+
+ADAPTER = KafkaAdapter()

@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from operators.errors import OperatorsError
+
 PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 OWNER_FILE = "stream-autoscaler.json"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(OperatorsError, ValueError):
     """A checkpoint we must not start from. ``problem`` is a short code, ``str()`` the detail.
 
     Codes: ``not-local``, ``missing-metadata``, ``unparsable-metadata``, ``unparsable-offsets``,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from operators.errors import OperatorsError
 from operators.state.checkpoint import CheckpointError, inspect, local_path, partitions_of
 from operators.state.rows import state_rows
 
@@ -36,7 +37,7 @@ FAULT_ENV = "STREAM_AUTOSCALER_FAULT"
 _SMALL = 1 << 20  # metadata files are kilobytes; state data is never copied
 
 
-class RepartitionError(RuntimeError):
+class RepartitionError(OperatorsError, RuntimeError):
     """A repartition that failed and was rolled back. ``step`` names where it failed."""
 
     def __init__(self, step: str, detail: str, rolled_back: bool) -> None:

@@ -12,7 +12,7 @@ import pytest
 from contracts.manifests import load_job
 from contracts.streamjob import KafkaSource
 from operators.loadgen import LoadGenerator, burst_spec, check_records
-from operators.sources.kafka import KafkaLagProbe, parse_offsets
+from operators.sources.kafka import KafkaLagProbe
 from tests.integration.kafka.conftest import (
     VALUE_SCHEMA,
     create_topic,
@@ -83,12 +83,6 @@ def test_lag_probe_reads_offsets_behind_and_the_oldest_record_age(
     # record 2,000 (partition 0's 1,000th) was scheduled at t=0.2 s of a run 30 s ago
     assert lag[(topic, 0)].age_seconds == pytest.approx(29.8, abs=1.5)
     assert b.age_seconds == lag[(topic, 0)].age_seconds
-
-
-def test_offsets_parse_only_kafka_shapes() -> None:
-    assert parse_offsets('{"t":{"0":5,"1":7}}') == {"t": {0: 5, 1: 7}}
-    assert parse_offsets('{"offset": 5, "runStartUs": 1}') is None
-    assert parse_offsets("12") is None and parse_offsets(None) is None
 
 
 def test_kafka_to_kafka_exactly_once_even_with_replayed_and_cut_writes(

@@ -15,16 +15,9 @@ if os.environ.get("CI", "").lower() != "true":  # in CI a missing pyspark fails
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from contracts.streamjob import BurstSource
-from contracts.trace import parse_trace
-from operators.sources.burst import (
-    BurstClock,
-    BurstParams,
-    BurstStreamReader,
-    burst_backlog,
-    expected_key_counts,
-    generate,
-    split,
-)
+from operators.sources.burst_clock import BurstClock
+from operators.sources.burst_datasource import BurstStreamReader, split
+from operators.sources.burst_records import BurstParams, expected_key_counts, generate
 
 TRACE = "t,input_rate\n0,1000\n10,0\n20,5000\n30,300\n"
 
@@ -33,15 +26,6 @@ def _source(tmp_path, text=TRACE, **kw) -> BurstSource:
     path = tmp_path / "trace.csv"
     path.write_text(text)
     return BurstSource(trace=str(path), **kw)
-
-
-def test_clock_inverts_the_trace_exactly():
-    trace = parse_trace(TRACE)
-    clock = BurstClock(trace)
-    offsets = np.array([0, 1, 5.5, 999, 1000, 1001, 10_000, 10_001, 55_000, 60_001, 1e7])
-    assert np.array_equal(clock.arrival_times(offsets), [trace.arrival_time(n) for n in offsets])
-    for t in (0, 0.5, 9.99, 10, 15, 20.3, 31, 100):
-        assert clock.available(t) == int(trace.arrived(t))
 
 
 def test_latest_offset_follows_the_trace_and_the_cap(tmp_path):
@@ -104,19 +88,6 @@ def test_trace_skew_column_changes_the_distribution_over_time(tmp_path):
     assert late["k00"] > 5000
 
 
-def test_load_trace_is_scaled_by_the_unit_rate(tmp_path):
-    source = _source(tmp_path, text="t,load\n0,2\n", load_unit_rate=500)
-    assert BurstClock.for_source(source).available(3) == 3000
-
-
-def test_backlog_of_a_progress_offset(tmp_path):
-    source = _source(tmp_path)
-    end = json.dumps({"offset": 5000, "runStartUs": 0, "stream": "main"})
-    backlog = burst_backlog(source, end, now=8.0)
-    assert (backlog.arrived, backlog.records, backlog.age_seconds) == (8000, 3000, 3.0)
-
-
-@pytest.mark.spark
 def test_progress_reports_the_trace_backlog(spark, tmp_path, load_spec, capped):
     """A capped query falls behind; the progress's latestOffset is the trace's arrivals."""
     from operators.job import build_query

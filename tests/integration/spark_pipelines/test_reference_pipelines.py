@@ -11,7 +11,7 @@ import pytest
 if os.environ.get("CI", "").lower() != "true":  # in CI a missing pyspark fails
     pytest.importorskip("pyspark")
 
-from operators.sources.burst import expected_key_counts
+from operators.sources.burst_records import expected_key_counts
 from operators.verifier import committed_progress, verify
 
 pytestmark = pytest.mark.spark

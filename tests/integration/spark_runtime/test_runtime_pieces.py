@@ -20,8 +20,8 @@ from contracts.runner_api import (
     RunnerStatus,
 )
 from operators import state
-from operators.exporter import RunnerMetrics, stage_sample
-from operators.runner import Conflict, backlog_from_progress
+from operators.exporter import Backlog, RunnerMetrics, stage_sample
+from operators.runner import ActionConflict
 from operators.session import ExecutorInfo, choose_victims
 from operators.state.repartition import _Snapshot
 
@@ -118,13 +118,13 @@ def test_victims_least_state_then_idle_then_newest():
 
 
 def test_progress_to_metrics_and_backlog():
-    class Clock:
-        def backlog_age(self, first, now, run_start):
-            return 2.5
+    from contracts.trace import parse_trace
+    from operators.sources.backlog import backlog_from_progress
+    from operators.sources.burst import BurstBacklogProbe
+    from operators.sources.burst_clock import BurstClock
 
-        def latest_offset(self, now, run_start):
-            return 1000
-
+    # 40 records/s from the run start (1 s): at 26 s, 1000 arrived; record 900 came at 23.5 s.
+    probe = BurstBacklogProbe(BurstClock(parse_trace("t,input_rate\n0,40\n")))
     p = {"batchId": 7, "numInputRows": 100, "inputRowsPerSecond": 50.0,
          "processedRowsPerSecond": 80.0,
          "durationMs": {"addBatch": 700, "triggerExecution": 1000, "walCommit": 50},
@@ -132,10 +132,11 @@ def test_progress_to_metrics_and_backlog():
                              "numRowsUpdated": 3, "customMetrics": {"rocksdbSstFileSize": 77}}],
          "sources": [{"endOffset": '{"offset": 900, "runStartUs": 1000000}',
                       "latestOffset": '{"offset": 960, "runStartUs": 1000000}'}]}
-    backlog = backlog_from_progress(p, Clock())
-    assert (backlog.records, backlog.age_seconds, backlog.arrived_total) == (60, 2.5, 1000)
+    b = backlog_from_progress(p, probe, now=26.0)
+    assert b is not None
+    assert (b.records, b.age_seconds, b.arrived_total) == (60, 2.5, 1000)
     m = RunnerMetrics("j", ["counts"])
-    m.observe_progress(p, backlog)
+    m.observe_progress(p, Backlog(b.records, b.age_seconds, b.arrived_total))
     from prometheus_client import generate_latest
 
     text = generate_latest(m.registry).decode()
@@ -181,7 +182,7 @@ class StandInRunner:
         if known is not None:
             return known
         if self.action is not None:
-            raise Conflict(Phase.SCALING, self.action)
+            raise ActionConflict(Phase.SCALING, self.action)
         if isinstance(request, ExecutorsRequest):
             request.within(3)
         self.action = ActionRecord(kind=request.kind,

@@ -1,0 +1,81 @@
+"""What every source gives the data plane: :class:`SourceAdapter`, and the backlog it reports.
+
+One adapter per manifest source model (burst, files, kafka); :mod:`operators.sources` maps the
+model's type to its adapter, and the job builder, the session, the runner and the verifier ask
+the adapter instead of testing the source's type. Standard library only: an adapter imports
+Spark and its own libraries when called, never at import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from operators.state.committed import CommittedProgress
+
+S_contra = TypeVar("S_contra", contravariant=True)
+
+PartitionLag = tuple[str, int, float, "float | None"]
+"""Kafka: ``(topic, partition, offsets behind latest, age of the oldest unread record)``."""
+
+
+@dataclass(frozen=True)
+class SourceBacklog:
+    """What a source says is waiting after a batch (None = unknown, never 0)."""
+
+    records: float
+    """Records arrived and not yet processed."""
+    age_seconds: float | None = None
+    """Age of the oldest unprocessed record; 0 when nothing waits."""
+    arrived_total: float | None = None
+    """Records arrived since the start (its growth is the arrival rate)."""
+    source_partitions: int | None = None
+    """Partitions the source reads per batch, when the offsets tell (Kafka)."""
+    partition_lags: tuple[PartitionLag, ...] = ()
+
+
+class BacklogProbe(Protocol):
+    """Turns a batch's offsets into the backlog of one source."""
+
+    def after_batch(self, end: object, latest: object, now: float) -> SourceBacklog | None:
+        """The backlog at wall time ``now`` (Unix s) after a batch that ended at ``end`` with
+        the source's latest offset at ``latest`` (a progress event's ``endOffset`` and
+        ``latestOffset``: JSON text). None when the offsets are not this source's kind."""
+        ...
+
+
+class SourceAdapter(Protocol[S_contra]):
+    """The data plane's view of one kind of manifest source (``S_contra``, its model)."""
+
+    uses_kafka: bool
+    """Whether reading it needs Spark's Kafka connector on ``spark.jars``."""
+
+    def dataframe(
+        self,
+        spark: SparkSession,
+        source: S_contra,
+        *,
+        run_started_at: float | None,
+        stream: str,
+        streaming: bool,
+    ) -> DataFrame:
+        """The source as a DataFrame: a stream, or (``streaming=False``) a batch read."""
+        ...
+
+    def committed_dataframe(
+        self, spark: SparkSession, source: S_contra, stream: str, committed: CommittedProgress
+    ) -> DataFrame:
+        """Exactly the input a checkpoint committed, as a batch read (the verifier's replay);
+        :class:`operators.errors.VerifierError` when this source cannot be replayed."""
+        ...
+
+    def partitions(self, source: S_contra) -> int | None:
+        """Read-stage partitions per batch when the manifest fixes them; else None."""
+        ...
+
+    def backlog_probe(self, source: S_contra) -> BacklogProbe | None:
+        """What turns this source's offsets into a backlog; None when nothing can."""
+        ...

@@ -1,0 +1,125 @@
+"""The source registry, the Kafka connector's pinned version, the error hierarchy, and the unit
+tier's promise: the sources' arithmetic imports without pyspark or pyarrow."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contracts.streamjob import BurstSource, FileSource, KafkaSource, StreamJobSpec
+from operators import errors
+from operators.errors import OperatorsError, SourceError
+from operators.sources import ADAPTERS, adapter_for, source_partitions, uses_kafka
+from operators.sources.base import SourceAdapter
+from operators.sources.burst import BurstBacklogProbe
+from operators.sources.kafka import SPARK_KAFKA_VERSION, KafkaLagProbe
+
+ROOT = Path(__file__).resolve().parents[3]
+BURST = BurstSource(trace="/nonexistent/trace.csv", partitions=6)
+FILES = FileSource(path="/tmp/in")
+KAFKA = KafkaSource(bootstrap_servers="127.0.0.1:9092", topic="t", min_partitions=3)
+
+
+def test_every_source_model_has_an_adapter_with_the_whole_protocol() -> None:
+    models = {m for m in (BurstSource, FileSource, KafkaSource)}
+    assert set(ADAPTERS) == models
+    members = [n for n in vars(SourceAdapter) if not n.startswith("_")]
+    members += list(SourceAdapter.__annotations__)
+    for adapter in ADAPTERS.values():
+        assert all(hasattr(adapter, m) for m in members), adapter
+
+
+def test_an_unknown_source_is_a_source_error() -> None:
+    with pytest.raises(SourceError, match="unknown source type dict"):
+        adapter_for({"type": "burst"})
+
+
+@pytest.mark.parametrize(
+    ("source", "partitions", "probe", "kafka"),
+    [(BURST, 6, type(None), False), (FILES, None, type(None), False),
+     (KAFKA, None, KafkaLagProbe, True)],
+    ids=["burst", "files", "kafka"],
+)
+def test_what_each_adapter_says(source, partitions, probe, kafka) -> None:
+    adapter = adapter_for(source)
+    assert source_partitions(source) == partitions
+    assert isinstance(adapter.backlog_probe(source), probe)  # burst: its trace is missing
+    assert adapter.uses_kafka is kafka
+
+
+def test_a_burst_source_with_its_trace_has_a_clock_probe(tmp_path) -> None:
+    (tmp_path / "t.csv").write_text("t,input_rate\n0,10\n")
+    probe = adapter_for(BURST).backlog_probe(BurstSource(trace=str(tmp_path / "t.csv")))
+    assert isinstance(probe, BurstBacklogProbe)
+
+
+def _spec(source: dict, sink: dict, pipeline: list | None = None) -> StreamJobSpec:
+    return StreamJobSpec.model_validate({
+        "source": source, "sink": sink,
+        "pipeline": pipeline or [{"type": "filter", "name": "f", "condition": "true"}],
+        "checkpoint": {"location": "/tmp/cp"},
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("source", "sink", "join_source", "expected"),
+    [
+        ({"type": "files", "path": "/in"}, {"type": "files", "path": "/out"}, None, False),
+        ({"type": "kafka", "bootstrapServers": "b:9092", "topic": "t"},
+         {"type": "files", "path": "/out"}, None, True),
+        ({"type": "files", "path": "/in"},
+         {"type": "kafka", "bootstrapServers": "b:9092", "topic": "o"}, None, True),
+        ({"type": "files", "path": "/in"}, {"type": "files", "path": "/out"},
+         {"type": "kafka", "bootstrapServers": "b:9092", "topic": "r"}, True),
+    ],
+    ids=["no-kafka", "kafka-source", "kafka-sink", "kafka-join-side"],
+)
+def test_uses_kafka_asks_every_input_and_the_sink(source, sink, join_source, expected) -> None:
+    pipeline = []
+    if join_source is not None:
+        wm = {"column": "ts", "delay": "1 minute"}
+        pipeline = [{"type": "join", "name": "j", "watermark": wm, "condition": "true",
+                     "right": {"source": join_source, "watermark": wm}}]
+    assert uses_kafka(_spec(source, sink, pipeline)) is expected
+
+
+def test_the_connector_version_is_the_one_the_resolver_fetches() -> None:
+    """The installed package cannot read hack/; the two pins must not drift."""
+    text = (ROOT / "hack" / "tools" / "kafka" / "versions.env").read_text(encoding="utf-8")
+    pins = dict(line.split("=", 1) for line in text.splitlines()
+                if "=" in line and not line.lstrip().startswith("#"))
+    assert pins["SPARK_KAFKA_VERSION"].strip() == SPARK_KAFKA_VERSION
+
+
+def test_every_operators_error_has_the_one_base_and_keeps_its_builtin() -> None:
+    from operators.actions import ActionConflict
+    from operators.cluster import ClusterError
+    from operators.loadgen import LoadGenError
+    from operators.sinks import SinkError
+    from operators.state import CheckpointError, RepartitionError
+
+    value_errors = [errors.JobDefinitionError, errors.SourceError, errors.BurstSourceError,
+                    errors.FileSourceError, errors.KafkaSourceError, SinkError, CheckpointError]
+    runtime_errors = [errors.VerifierError, RepartitionError, ActionConflict, ClusterError,
+                      LoadGenError]
+    for cls in value_errors:
+        assert issubclass(cls, OperatorsError) and issubclass(cls, ValueError), cls
+    for cls in runtime_errors:
+        assert issubclass(cls, OperatorsError) and issubclass(cls, RuntimeError), cls
+    documented = errors.__doc__ or ""
+    assert all(cls.__name__ in documented for cls in value_errors + runtime_errors)
+    for cls in (errors.BurstSourceError, errors.FileSourceError, errors.KafkaSourceError):
+        assert issubclass(cls, SourceError)
+
+
+def test_the_arithmetic_imports_without_pyspark_or_pyarrow() -> None:
+    code = (
+        "import sys; sys.modules['pyspark'] = None; sys.modules['pyarrow'] = None\n"
+        "import operators.sources, operators.sources.backlog, operators.sources.burst_clock\n"
+        "import operators.sources.offsets, operators.state.committed, operators.errors\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
