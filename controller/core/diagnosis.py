@@ -128,6 +128,49 @@ def source_partitions_needed(
     current = max(capped)
     slots_max = policy.executors.max * model.cores_per_executor
     first = max(model.current_executors, policy.executors.min, 1)
+    top = policy.executors.max
+    if first > top or current >= slots_max:
+        return None
+
+    def lifted(p: int) -> CapacityModel:
+        return replace(
+            model,
+            stages=tuple(
+                replace(st, partitions=max(p, st.partitions))
+                if st.kind == "source" and st.partitions
+                else st
+                for st in model.stages
+            ),
+        )
+
+    def fits(m: CapacityModel, n: int) -> bool:
+        layout = Layout(n, model.current_partitions, restart=False)
+        return m.utilization(rate, layout) <= policy.utilization.target
+
+    # Utilization never rises with more source partitions or more executors (partitions lift a
+    # cap; executors add slots), so both searches bisect: O(log(slots) * log(executors)) model
+    # evaluations instead of slots x executors (1,000 executors x 64 cores took 88.8 s).
+    if not fits(lifted(slots_max), top):
+        return None
+    lo, hi = current + 1, slots_max  # the fewest partitions that fit with every executor
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(lifted(mid), top):
+            hi = mid
+        else:
+            lo = mid + 1
+    best = lifted(lo)
+    n_lo, n_hi = first, top  # then the fewest executors at that count
+    while n_lo < n_hi:
+        mid = (n_lo + n_hi) // 2
+        if fits(best, mid):
+            n_hi = mid
+        else:
+            n_lo = mid + 1
+    return lo, n_lo
+    current = max(capped)
+    slots_max = policy.executors.max * model.cores_per_executor
+    first = max(model.current_executors, policy.executors.min, 1)
     for p in range(current + 1, slots_max + 1):
         lifted = replace(
             model,

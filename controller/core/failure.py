@@ -72,15 +72,17 @@ def recover(x: Inputs) -> Decision:
     n = max(fallback, pol.executors.min, 1)
     note = "no measured capacity yet: restarting at the last size"
     required = None
-    if known and s.arrival_rate is not None:
-        last = known[-1]
-        per_exec = (last.expected_rate or 0) / (last.executors or 1)
+    last = known[-1] if known else None
+    per_exec = (last.expected_rate or 0) / (last.executors or 1) if last else 0.0
+    if per_exec > 0 and s.arrival_rate is not None:
         outage = s.seconds_since_progress or 0.0
         backlog = (s.backlog_records or s.arrival_rate * outage) + (
             s.arrival_rate * pol.partitions.restart_seconds
         )
         required = s.arrival_rate + backlog / pol.lag.catch_up_seconds
-        n = max(pol.executors.min, 1, math.ceil(required / per_exec))
+        ratio = required / per_exec  # may overflow to inf with absurd rates: then the maximum
+        n = pol.executors.max if not ratio <= pol.executors.max else math.ceil(ratio)
+        n = max(pol.executors.min, 1, n)
         note = (
             f"need {required:,.0f} records/s to drain {backlog:,.0f} records within "
             f"{pol.lag.catch_up_seconds:g} s"

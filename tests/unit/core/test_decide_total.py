@@ -230,6 +230,42 @@ def test_the_largest_allowed_cluster_is_decided_quickly(executors: int) -> None:
     assert isinstance(_timed_decide(snap, policy, ScalingHistory()), Decision)
 
 
+def test_found_by_this_run_a_source_bound_giant_is_decided_quickly() -> None:
+    """Hypothesis found it (70-178 s): the minPartitions search walked slots x executors."""
+    records = 15_701_386_413.6
+    snap = MetricsSnapshot(
+        job="j", observed_at=NOW - 4, window_seconds=211, batches=624,
+        trigger_interval_seconds=28.5, batch_duration_seconds=6.9, overhead_seconds=3.4,
+        arrival_rate=38_178_672.7, processed_rate=74_426_458.1, backlog_records=5.59e9,
+        backlog_age_seconds=3177, executors=242, cores_per_executor=61, target_executors=813,
+        source_partitions=166, driver_up=True, seconds_since_progress=4.8, failed_tasks=90,
+        memory_used_ratio=0.1, last_committed_batch=242,
+        stages=(StageMetrics(name="source", kind="source", partitions=19, rows=records,
+                             busy_seconds=66_513_530.6, wall_seconds=105.5),
+                StageMetrics(name="counts", kind="stateful", partitions=341, rows=records,
+                             busy_seconds=49_560_957.1, wall_seconds=105.5, state_rows=146_054,
+                             state_bytes=1.0)),
+    )
+    policy = ScalingPolicySpec.model_validate({
+        "executors": {"min": 1, "max": 999},
+        "partitions": {"min": 1, "max": 741, "perSlot": 3, "restartSeconds": 269.3},
+        "lag": {"sloSeconds": 0.28, "catchUpSeconds": 1e-9, "backlogToleranceSeconds": 0.0},
+    })
+    d = _timed_decide(snap, policy, ScalingHistory())
+    assert d.reason.value == "SourcePartitionBound"
+
+
+def test_found_by_this_run_recovery_sized_from_an_absurd_rate_is_capped() -> None:
+    """Hypothesis found it: OverflowError (ceil of infinity) sizing a recovery for 1e308/s."""
+    snap = MetricsSnapshot(job="j", arrival_rate=1e308, seconds_since_progress=61.0)
+    history = ScalingHistory(entries=(HistoryEntry(
+        time=NOW, kind="recommendation", executors=1, reason="x", expected_rate=1.0),))
+    policy = ScalingPolicySpec()
+    d = _timed_decide(snap, policy, history)
+    assert d.reason.value == "RecoverFromFailure"
+    assert d.target_executors == policy.executors.max
+
+
 def test_call_time_over_the_run(capsys: pytest.CaptureFixture[str]) -> None:
     """Printed for the README: p50, p99 and max of every decide() call above."""
     assert len(CALL_SECONDS) >= 100
