@@ -24,6 +24,7 @@ import structlog
 from app import demo_report as report
 from app.calibrate import load_unit_rate
 from app.errors import AppError
+from contracts.chaos import ChaosError, parse_chaos
 from contracts.manifests import load_job
 from contracts.runner_api import ActionState, RunnerStatus
 from contracts.streamjob import StreamJob
@@ -40,30 +41,12 @@ DEFAULT_POLICY = ROOT / "policies" / "default.yaml"
 DEFAULT_TRACE = ROOT / "traces" / "demo.csv"
 PROMETHEUS_OUTAGE_SECONDS = 30.0
 """How long a kill-prometheus outage lasts before the demo restarts it."""
-CHAOS_KINDS = ("kill-driver", "kill-executor", "kill-prometheus")
 
 log = structlog.get_logger("stream_autoscaler.demo")
 
 
 class DemoError(AppError):
     """A demo that cannot run, with what to fix."""
-
-
-def parse_chaos(spec: str | None) -> list[tuple[float, str]]:
-    """``kill-driver@120,kill-prometheus@60`` -> [(60.0, 'kill-prometheus'), (120.0, ...)]."""
-    out: list[tuple[float, str]] = []
-    for part in (spec or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        kind, _, at = part.partition("@")
-        if kind not in CHAOS_KINDS:
-            raise DemoError(f"--chaos {part!r}: kind must be one of {', '.join(CHAOS_KINDS)}")
-        try:
-            out.append((float(at), kind))
-        except ValueError:
-            raise DemoError(f"--chaos {part!r}: {at!r} is not a number of seconds") from None
-    return sorted(out)
 
 
 @dataclass
@@ -127,7 +110,10 @@ def run_demo(
     """
     from operators.cluster import MiniCluster
 
-    events = parse_chaos(chaos)
+    try:
+        events = [(e.at, e.kind) for e in parse_chaos(chaos)]
+    except ChaosError as e:
+        raise DemoError(str(e)) from None
     cores = os.cpu_count() or 1
     policy_file = PolicyFile(
         policy_path, recommend_only=static_executors is not None, max_executors=cores

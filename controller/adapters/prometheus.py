@@ -15,6 +15,7 @@ import structlog
 
 from controller.adapters.promql import PER_OPERATOR, PER_STATE_OPERATOR, SCALARS, Window
 from controller.core.snapshot import MetricsSnapshot, StageMetrics
+from controller.errors import ControllerError
 
 log = structlog.get_logger(__name__)
 
@@ -39,7 +40,7 @@ class SnapshotSource(Protocol):
     def snapshot(self, job: str, window: Window, now: float) -> MetricsSnapshot: ...
 
 
-class MetricsUnavailable(Exception):
+class MetricsUnavailable(ControllerError):
     """The metrics backend could not be asked (connection refused, timeout, HTTP error)."""
 
 

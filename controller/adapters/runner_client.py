@@ -20,6 +20,7 @@ from contracts.runner_api import (
     RunnerStatus,
     parse_request,
 )
+from controller.errors import ControllerError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -30,11 +31,11 @@ ACTION_TIMEOUT_SECONDS = 180.0
 of the session ~10 s, executor registration up to 12 s (docs/spark-facts.md)."""
 
 
-class RunnerUnavailable(Exception):
+class RunnerUnavailable(ControllerError):
     """The runner did not answer (process gone, port closed, timeout)."""
 
 
-class RunnerRefused(Exception):
+class RunnerRefused(ControllerError):
     """The runner answered with an error: 400 (bad value), 401, 409 (busy) or 5xx."""
 
     def __init__(self, status: int, body: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ from controller.adapters.prometheus import SnapshotSource
 from controller.adapters.promql import Window
 from controller.adapters.runner_client import RunnerClient
 from controller.core import Action, Decision, MetricsSnapshot, evaluate, log_fields
+from controller.errors import ControllerError
 from controller.kube import resources
 from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
 from controller.kube.api import KubeApi, NotFound
@@ -75,7 +76,7 @@ class Target:
     managed: bool
 
 
-class Degraded(Exception):
+class Degraded(ControllerError):
     """The job cannot be evaluated as specified (missing policy, invalid spec, no token)."""
 
     def __init__(self, reason: str, message: str) -> None:

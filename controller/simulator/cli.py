@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 from contracts import manifests
+from contracts.chaos import ChaosError
 from contracts.policy import ScalingPolicySpec
 from contracts.trace import TraceError, load_trace
 from controller.errors import SimulatorInputError
 from controller.simulator.compare import compare, expand
-from controller.simulator.loop import ChaosError, parse_chaos
+from controller.simulator.loop import parse_chaos
 from controller.simulator.model import ModelError, load_model
 from controller.simulator.report import plot_timeline, table, write_json, write_timeline
 

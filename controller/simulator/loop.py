@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from contracts.chaos import parse_chaos as contracts_parse_chaos
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
 from contracts.trace import Trace
@@ -26,27 +27,10 @@ from controller.simulator.model import JobModel
 from controller.simulator.snapshots import EPOCH, Noise, build_snapshot, cpu_seconds
 
 
-class ChaosError(ValueError):
-    """A --chaos spec that cannot be parsed."""
-
-
 def parse_chaos(spec: str | None) -> list[float]:
-    """Driver-failure times from ``kill-driver@T[,kill-driver@T...]`` (s)."""
-    if not spec:
-        return []
-    times = []
-    for part in spec.split(","):
-        kind, _, at = part.strip().partition("@")
-        if kind != "kill-driver":
-            raise ChaosError(f"--chaos {part!r}: only kill-driver@SECONDS is supported")
-        try:
-            t = float(at)
-        except ValueError:
-            raise ChaosError(f"--chaos {part!r}: {at!r} is not a number of seconds") from None
-        if not math.isfinite(t) or t < 0:
-            raise ChaosError(f"--chaos {part!r}: the time must be >= 0")
-        times.append(t)
-    return sorted(times)
+    """Driver-failure times (s) from a ``--chaos`` spec: the simulator models only
+    ``kill-driver`` (contracts.chaos says the format and names a wrong part)."""
+    return [e.at for e in contracts_parse_chaos(spec, kinds=("kill-driver",))]
 
 
 @dataclass

@@ -114,7 +114,7 @@ def test_chaos_and_duration(tmp_path: Path, trace: Path) -> None:
     ("extra", "message"),
     [
         (["--baseline", "nope"], "--baseline 'nope'"),
-        (["--chaos", "kill-executor@3"], "only kill-driver@SECONDS"),
+        (["--chaos", "kill-executor@3"], "kind must be one of kill-driver"),
         (["--chaos", "kill-driver@soon"], "not a number"),
         (["--model", "/nonexistent/m.yaml"], "cannot read"),
         (["--policy", "/nonexistent/p.yaml"], "cannot read"),
