@@ -35,7 +35,7 @@ from controller.local.loop import Evaluation, LocalController, PolicyFile
 from controller.local.processes import RunnerProcess, executor_pids, kill_pid
 from controller.local.prometheus_server import PrometheusServer, free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = ROOT / "k8s" / "samples" / "wordcount-demo.yaml"
 DEFAULT_POLICY = ROOT / "policies" / "default.yaml"
 DEFAULT_TRACE = ROOT / "traces" / "demo.csv"

@@ -1,6 +1,6 @@
 """Many cheap simulated runners behind one HTTP server on loopback, for controller benchmarks.
 
-    .venv/bin/python operators/testing/fake_runner.py --jobs 1000 [--port 0] [--token T]
+    .venv/bin/python -m operators.testing.fake_runner --jobs 1000 [--port 0] [--token T]
         [--ready-file F] [--duration 3600]
 
 or, in a test::
@@ -37,8 +37,6 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from contracts.runner_api import (
     MAX_BODY_BYTES,

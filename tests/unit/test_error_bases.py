@@ -42,3 +42,10 @@ def test_every_error_class_derives_from_its_package_base(package: str) -> None:
         and obj.__module__.split(".")[0] == package and not issubclass(obj, base)
     )
     assert strays == [], f"{package}: derive these from {base.__name__}: {strays}"
+
+
+def test_the_demo_defaults_are_files_of_this_repository() -> None:
+    """`make demo` runs with no arguments: its defaults must resolve from app/ to the repo."""
+    from app.demo import DEFAULT_JOB, DEFAULT_POLICY, DEFAULT_TRACE
+
+    assert DEFAULT_JOB.is_file() and DEFAULT_POLICY.is_file() and DEFAULT_TRACE.is_file()
