@@ -4,7 +4,9 @@
     assert result.ok, result.message
 
 How: the checkpoint says which input the query committed (``commits/<N>`` names the last
-committed batch, ``offsets/<N>`` holds each burst source's end offset and run start). The burst
+committed batch, ``offsets/<N>`` holds each burst source's end offset and run start; read by
+:func:`operators.state.committed.committed_progress`), and each source's adapter rereads exactly
+that input (:meth:`operators.sources.base.SourceAdapter.committed_dataframe`). The burst
 source is a pure function of the offset, so the verifier rereads exactly those records in batch
 mode, runs the same pipeline over them (the job builder with a batch reader; watermarks are
 no-ops in batch), and compares the result with what the files sink holds in batches ``0..N``:

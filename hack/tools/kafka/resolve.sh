@@ -7,8 +7,9 @@
 # resolution (`dependency:copy-dependencies` on broker-pom.xml / spark-pom.xml) with strict
 # checksums against Central's .sha1 files, into its own local repository under $cache/m2;
 # settings.xml sends every repository (Spark's parent pom names a GCS mirror) to Central.
-# A group is resolved again only when its stamp changes (the pom and versions.env hashed):
-# a warm run reads two files. `make tools` (hack/tools/build.sh) calls this.
+# A group is resolved again only when its stamp changes (the pom, versions.env's KEY=value lines
+# and settings.xml hashed; a comment edit resolves nothing): a warm run reads two files.
+# `make tools` (hack/tools/build.sh) calls this.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -51,7 +52,8 @@ props=(
 resolve() {
   local name=$1 dir=$2 pom=$3; shift 3
   local stamp tmp start=$SECONDS
-  stamp=$(cat "$here/$pom" "$here/versions.env" "$here/settings.xml" | sha256sum | cut -c1-16)
+  stamp=$(cat "$here/$pom" <(grep -v '^[[:space:]]*#' "$here/versions.env") "$here/settings.xml" |
+    sha256sum | cut -c1-16)
   if [[ -f "$dir/.stamp" && "$(cat "$dir/.stamp")" == "$stamp" ]]; then
     echo "kafka: $name up to date ($dir)"
     return
