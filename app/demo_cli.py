@@ -17,7 +17,7 @@ COLUMNS = ("slo_violation_seconds", "max_lag_seconds", "executor_seconds", "scal
 
 def static_baselines(trace: Trace, duration: float | None) -> list[tuple[str, int | None]]:
     """Static provisioning at the trace's mean and at its peak load (load 1 = one executor)."""
-    from app.demo import DemoError
+    from app.errors import DemoError
 
     if trace.unit != "load":
         raise DemoError("--baseline static needs a t,load trace (load 1 = one executor)")

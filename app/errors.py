@@ -14,3 +14,7 @@ from __future__ import annotations
 
 class AppError(RuntimeError):
     """Base of the application layer's errors."""
+
+
+class DemoError(AppError):
+    """A demo that cannot run, with what to fix."""

@@ -227,7 +227,10 @@ def scale_in(
         since = e.time
         if e.time >= x.now - window:
             in_window.append(e.executors)
-    highest = max(max(in_window), x.policy.executors.min)
+    # within the policy's bounds as they are now: a recommendation recorded under an older
+    # policy (a higher executors.max) must not carry a job above today's ceiling
+    bounds = x.policy.executors
+    highest = min(max(max(in_window), bounds.min), bounds.max)
     waited = x.now - since
     if waited < window:
         return x.hold(

@@ -49,7 +49,7 @@ def spark_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     if shutil.which("prometheus") is None:
         unavailable("no prometheus binary: run `make setup`")
     from app.calibrate import load_unit_rate
-    from app.demo import write_run_job
+    from app.demo_job import write_run_job
     from contracts.manifests import load_job
     from contracts.streamjob import StreamJob
     from controller.local.processes import RunnerProcess
@@ -147,7 +147,7 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
 
 VERIFY = """
 import json, sys
-from app.demo import verify_exactly_once
+from app.demo_job import verify_exactly_once
 from contracts.manifests import load_job
 print(json.dumps(verify_exactly_once(load_job(sys.argv[1]).spec), default=str))
 """
