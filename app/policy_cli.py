@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
 from contracts.manifests import ManifestError, load_manifest, load_policy
 from contracts.policy import ScalingPolicy
@@ -21,29 +22,20 @@ def run(args: argparse.Namespace) -> int:
         schema = ScalingPolicy.model_json_schema(by_alias=True)
         print(json.dumps(schema, indent=2, sort_keys=True))
         return 0
-    failed = 0
-    for path in args.files:
-        try:
-            policy = load_policy(path)
-        except ManifestError as e:
-            failed += 1
-            for line in e.problems:
-                print(line, file=sys.stderr)
-            continue
-        spec = policy.spec
-        print(
-            f"{path}: ok ({policy.metadata.name}: mode {spec.mode}, executors "
-            f"{spec.executors.min}..{spec.executors.max}, lag SLO {spec.lag.slo_seconds:g} s)"
-        )
-    return 1 if failed else 0
+    return _check(args.files, load_policy)
 
 
 def validate_files(args: argparse.Namespace) -> int:
     """``stream-autoscaler validate FILE...``: exit 0 when every file is valid, 1 otherwise."""
+    return _check(args.files, load_manifest)
+
+
+def _check(paths: list[str], load: Callable[[str], StreamJob | ScalingPolicy]) -> int:
+    """Loads each file, printing ``FILE: ok (...)`` or its problems; 1 if any failed."""
     failed = 0
-    for path in args.files:
+    for path in paths:
         try:
-            doc = load_manifest(path)
+            doc = load(path)
         except ManifestError as e:
             failed += 1
             for line in e.problems:

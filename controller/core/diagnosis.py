@@ -168,21 +168,3 @@ def source_partitions_needed(
         else:
             n_lo = mid + 1
     return lo, n_lo
-    current = max(capped)
-    slots_max = policy.executors.max * model.cores_per_executor
-    first = max(model.current_executors, policy.executors.min, 1)
-    for p in range(current + 1, slots_max + 1):
-        lifted = replace(
-            model,
-            stages=tuple(
-                replace(st, partitions=max(p, st.partitions))
-                if st.kind == "source" and st.partitions
-                else st
-                for st in model.stages
-            ),
-        )
-        for n in range(first, policy.executors.max + 1):
-            layout = Layout(n, model.current_partitions, restart=False)
-            if lifted.utilization(rate, layout) <= policy.utilization.target:
-                return p, n
-    return None
