@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-if os.environ.get("CI", "").lower() != "true":  # in CI a missing pyspark fails
-    pytest.importorskip("pyspark")
+from tests.realcomponents import require_module
 
-from operators.job import JobDefinitionError, build_query, validate_job
+require_module("pyspark")  # skips locally, fails in CI (tests/realcomponents.py)
+
+from operators.job import JobDefinitionError, build_query, validate_job  # noqa: E402
 
 pytestmark = pytest.mark.spark
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
