@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
         s = replace(s, health_port=args.health_port)
     if args.metrics_port is not None:
         s = replace(s, metrics_port=args.metrics_port)
-    from controller.kube.resources import DriverIngress
+    from controller.kube.network_policy import DriverIngress
 
     try:  # the drivers' NetworkPolicy peers: refuse a bad chart value now, not per job
         DriverIngress.from_environment()

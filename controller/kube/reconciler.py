@@ -36,6 +36,7 @@ from controller.kube import resources
 from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
 from controller.kube.api import KubeApi, NotFound
 from controller.kube.controller_metrics import ControllerMetrics
+from controller.kube.network_policy import network_policy
 from controller.kube.settings import FINALIZER, ControllerSettings
 from controller.kube.status import StatusDraft
 
@@ -212,7 +213,7 @@ class Reconciler:
             self.api.update_config_map_data(key[0], names.config_map,
                                             {resources.MANIFEST_KEY: manifest})
         self.api.ensure("Service", key[0], resources.service(obj, s))
-        self.api.ensure("NetworkPolicy", key[0], resources.network_policy(obj, s))
+        self.api.ensure("NetworkPolicy", key[0], network_policy(obj, s))
         pod = self.api.read_pod(key[0], names.driver)
         pod_phase = ((pod or {}).get("status") or {}).get("phase")
         if pod is None or pod_phase in ("Failed", "Succeeded"):

@@ -387,11 +387,11 @@ def test_a_pod_without_the_security_context_is_refused_there(
 
 
 def test_the_drivers_network_policy_is_accepted(kubectl: Tool, namespace: str) -> None:
-    from controller.kube import resources
+    from controller.kube import network_policy as netpol
     from controller.kube.settings import ManagedSettings
 
     obj, _ = _job(namespace)
-    np = resources.network_policy(obj, ManagedSettings(), resources.DriverIngress.defaults(
+    np = netpol.network_policy(obj, ManagedSettings(), netpol.DriverIngress.defaults(
         CONTROLLER_NS))
     np["metadata"].pop("ownerReferences")  # no such StreamJob here: keep the GC away
     kubectl("create", "-f", "-", input=json.dumps(np))

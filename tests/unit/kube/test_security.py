@@ -21,6 +21,7 @@ from contracts.streamjob import (
     protected_spark_key,
 )
 from controller.kube import api as api_mod
+from controller.kube import network_policy as netpol
 from controller.kube import resources
 from controller.kube.settings import ManagedSettings
 from tests.realcomponents import REPO
@@ -253,8 +254,8 @@ PROMETHEUS = {"podSelector": {"matchLabels": {"app": "prom"}}}
 
 def test_network_policy_admits_controller_prometheus_and_own_executors_only() -> None:
     s = ManagedSettings()
-    np = resources.network_policy(
-        OBJ, s, resources.DriverIngress((CONTROLLER,), (PROMETHEUS,)))
+    np = netpol.network_policy(
+        OBJ, s, netpol.DriverIngress((CONTROLLER,), (PROMETHEUS,)))
     spec = np["spec"]
     assert np["metadata"]["ownerReferences"][0]["uid"] == "1234-5678"
     assert spec["podSelector"] == {"matchLabels": {resources.JOB_LABEL: "wc",
@@ -275,18 +276,18 @@ def test_network_policy_admits_controller_prometheus_and_own_executors_only() ->
 
 
 def test_an_empty_peer_list_admits_no_one_rather_than_everyone() -> None:
-    np = resources.network_policy(OBJ, ManagedSettings(), resources.DriverIngress((), ()))
+    np = netpol.network_policy(OBJ, ManagedSettings(), netpol.DriverIngress((), ()))
     assert all(rule.get("from") for rule in np["spec"]["ingress"])
     assert len(np["spec"]["ingress"]) == 1
 
 
 def test_driver_ingress_from_the_environment() -> None:
-    d = resources.DriverIngress.from_environment({"POD_NAMESPACE": "ctl-ns"})
+    d = netpol.DriverIngress.from_environment({"POD_NAMESPACE": "ctl-ns"})
     assert d.control_from[0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "ctl-ns"}
-    got = resources.DriverIngress.from_environment({
-        resources.CONTROL_FROM_ENV: '[{"podSelector": {}}]', resources.METRICS_FROM_ENV: "[]"})
-    assert got == resources.DriverIngress(({"podSelector": {}},), ())
+    got = netpol.DriverIngress.from_environment({
+        netpol.CONTROL_FROM_ENV: '[{"podSelector": {}}]', netpol.METRICS_FROM_ENV: "[]"})
+    assert got == netpol.DriverIngress(({"podSelector": {}},), ())
     for bad in ("{", '{"a": 1}', "[1]"):
-        with pytest.raises(ValueError, match=resources.CONTROL_FROM_ENV):
-            resources.DriverIngress.from_environment({resources.CONTROL_FROM_ENV: bad})
+        with pytest.raises(ValueError, match=netpol.CONTROL_FROM_ENV):
+            netpol.DriverIngress.from_environment({netpol.CONTROL_FROM_ENV: bad})
