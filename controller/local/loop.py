@@ -33,13 +33,21 @@ logging.getLogger("apscheduler").setLevel(logging.ERROR)  # "skipped: max instan
 """An action (a repartition) can outlast the interval; the skipped runs are by design."""
 
 
+SETTLE_SECONDS = 1.0
+"""A changed policy file is adopted only once it has not changed for this long: an editor or a
+``cp`` still writing it leaves a prefix that may parse (missing sections take defaults) — a
+half-written policy must not become the policy in force."""
+
+
 class PolicyFile:
-    """A ScalingPolicy file, re-read when its modification time changes."""
+    """A ScalingPolicy file, re-read when its modification time changes and the write settled."""
 
     def __init__(
-        self, path: str | Path, recommend_only: bool = False, max_executors: int | None = None
+        self, path: str | Path, recommend_only: bool = False, max_executors: int | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
+        self.clock = clock
         self.recommend_only = recommend_only
         """Force ``mode: recommend`` (a baseline run that must never act)."""
         self.max_executors = max_executors
@@ -75,10 +83,13 @@ class PolicyFile:
         mtime = self._stat()
         if mtime == self._mtime:
             return self.policy
-        self._mtime = mtime
+        if self.clock() - mtime < SETTLE_SECONDS:  # still being written: next evaluation
+            log.info("policy_settling", file=str(self.path), keeping="current policy")
+            return self.policy
         try:
-            self.policy = self._load()
+            policy = self._load()
         except ManifestError as e:
+            self._mtime = mtime
             self.last_error = "; ".join(e.problems)
             log.error(
                 "policy_rejected",
@@ -87,6 +98,9 @@ class PolicyFile:
                 keeping="last good policy",
             )
             return self.policy
+        if self._stat() != mtime:  # written again while we read it: read it once it settles
+            return self.policy
+        self._mtime, self.policy = mtime, policy
         self.last_error = None
         self.reloads += 1
         log.info("policy_reloaded", file=str(self.path), mode=self.policy.mode)

@@ -103,3 +103,20 @@ def test_no_metrics_holds_without_calling_the_actuator(tmp_path: Path) -> None:
     ev = loop.evaluate()
     assert ev.decision.reason is Reason.NO_METRICS and act.applied == []
     assert "ConnectionError" in ev.decision.message
+
+
+def test_a_half_written_file_is_adopted_only_once_the_write_settled(tmp_path: Path) -> None:
+    """A prefix of a policy can parse (the rest takes defaults): it must not become the policy."""
+    f = tmp_path / "p.yaml"
+    _write(f, POLICY % 3, 1_000)
+    now = [5_000.0]
+    pf = PolicyFile(f, clock=lambda: now[0])
+    assert pf.current().executors.max == 3
+    half = POLICY.split("  executors")[0]  # valid on its own: executors.max would default to 8
+    _write(f, half, now[0])  # being written right now
+    assert pf.current().executors.max == 3 and pf.reloads == 0
+    _write(f, POLICY % 5, now[0] + 0.5)  # the write completes
+    now[0] += 0.6
+    assert pf.current().executors.max == 3  # written 0.1 s ago: still settling
+    now[0] += 1.0
+    assert pf.current().executors.max == 5 and pf.reloads == 1
