@@ -130,6 +130,7 @@ class Manager:
             delay = self.queue.add_rate_limited(key)
             log.warning("reconcile_failed", job=f"{key[0]}/{key[1]}", error=_describe(e),
                         retry_in=round(delay, 2))
+            self.reconciler.report_failure(key, e)  # Degraded + Event, not only a log line
             return
         self.metrics.reconciles.labels("ok").inc()
         self.queue.forget(key)

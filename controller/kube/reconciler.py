@@ -13,6 +13,7 @@ so never twice), or abandons it after ``intent_timeout_seconds``. Each step is i
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Callable
@@ -310,6 +311,21 @@ class Reconciler:
     def _recover_managed(self, obj: Obj) -> None:
         names = resources.Names.of(obj)
         self.api.delete_pod(names.namespace, names.driver)
+
+    def report_failure(self, key: Key, error: Exception) -> None:
+        """A pass that raised (the manager retries with backoff): Degraded ``ReconcileFailed``
+        with the error, and an Event when it starts. Best effort: the API server may be what
+        failed, and then only the log says so."""
+        obj = self.get_job(key)
+        if obj is None:
+            return
+        what = f"{type(error).__name__}: {str(error)[:300]}"
+        try:
+            draft = StatusDraft.from_object(copy.deepcopy(obj), self.clock())
+            self._degraded(obj, draft, Degraded("ReconcileFailed", f"reconcile failed ({what}); "
+                                                "retrying with backoff"))
+        except Exception as e:
+            log.warning("degraded_not_recorded", job=f"{key[0]}/{key[1]}", error=str(e))
 
     def _degraded(self, obj: Obj, draft: StatusDraft, e: Degraded) -> float:
         was = next((c for c in draft.doc.get("conditions") or []
