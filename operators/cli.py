@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.manifests import ManifestError, load_job
-from contracts.runner_api import CONTROL_PORT, METRICS_PORT, Phase, StopRequest
+from contracts.runner_api import CONTROL_PORT, MAX_PARTITIONS, METRICS_PORT, Phase, StopRequest
 
 
 def _runner_parser() -> argparse.ArgumentParser:
@@ -183,6 +183,9 @@ def checkpoint_main(argv: list[str]) -> int:
             print(json.dumps({"checkpoint": args.dir,
                               "batch": state.restore(args.backup, args.dir)}))
         else:
+            if args.partitions < 1 or args.partitions > MAX_PARTITIONS:  # before Spark starts
+                raise ValueError(f"partitions ({args.partitions}): an integer in "
+                                 f"1..{MAX_PARTITIONS}")
             state.inspect(args.dir)
             lock = state.CheckpointLock(args.dir)
             try:
@@ -192,6 +195,10 @@ def checkpoint_main(argv: list[str]) -> int:
             print(json.dumps(res.__dict__))
     except (state.CheckpointError, state.RepartitionError, FileExistsError, ValueError) as e:
         print(str(e), file=sys.stderr)
+        return 2
+    except OSError as e:  # disk full, permissions: nothing half-written is left at the target
+        print(f"checkpoint {args.cmd}: {e.strerror or e} ({e.filename or args.dir}); "
+              "nothing was changed at the destination", file=sys.stderr)
         return 2
     return 0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 from operators.state.checkpoint import LOCK_FILE, CheckpointError, batches, inspect, local_path
@@ -31,8 +32,9 @@ def backup(checkpoint: str | Path, dest: str | Path) -> int:
     if out.exists():
         raise FileExistsError(f"{out} exists; choose a new backup directory")
     n = info.last_committed_batch
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
+    # a directory of our own, made here: never one that already exists (".partial" used to be
+    # removed first, and with it whatever a user kept under that name)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".partial-", dir=out.parent)) / "copy"
     try:
         shutil.copytree(src, tmp, ignore=_newer_than(src, n))
         (tmp / BACKUP_FILE).write_text(
@@ -40,9 +42,8 @@ def backup(checkpoint: str | Path, dest: str | Path) -> int:
             encoding="utf-8",
         )
         tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    finally:
+        shutil.rmtree(tmp.parent, ignore_errors=True)  # ours; empty after the rename
     return n
 
 
@@ -57,16 +58,15 @@ def restore(backup_dir: str | Path, checkpoint: str | Path) -> int:
     out = local_path(str(checkpoint))
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty; restore into a new location or remove it")
-    tmp = out.with_name(out.name + ".restoring")
-    shutil.rmtree(tmp, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".restoring-", dir=out.parent)) / "copy"
     try:
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(BACKUP_FILE))
         if out.exists():
             out.rmdir()
         tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    finally:
+        shutil.rmtree(tmp.parent, ignore_errors=True)  # ours; empty after the rename
     return batch
 
 

@@ -174,13 +174,14 @@ def inspect(location: str | Path, *, expected_job: str | None = None) -> Checkpo
     last_offsets = offsets[-1] if offsets else None
     if last_commit is not None and last_commit not in offsets:
         raise CheckpointError(loc, "unparsable-offsets", f"commit {last_commit} has no offsets")
+    _check_logs(cp, loc, offsets, commits)
     partitions, provider, sources = None, None, []
     if last_offsets is not None:
         read_offsets(cp, last_offsets)  # an unparsable newest entry is corruption too
     if last_commit is not None:
         meta, sources = read_offsets(cp, last_commit)
         conf = meta.get("conf", {})
-        partitions = int(conf[PARTITIONS_KEY]) if PARTITIONS_KEY in conf else None
+        partitions = _partition_count(conf, loc, last_commit)
         provider = conf.get(PROVIDER_KEY)
         if provider and "RocksDB" not in provider:
             raise CheckpointError(
@@ -191,6 +192,44 @@ def inspect(location: str | Path, *, expected_job: str | None = None) -> Checkpo
         loc, query_id, last_commit, last_offsets, partitions, provider,
         operators=tuple(_operators(cp)), owner=owner, source_offsets=tuple(sources),
     )
+
+
+def _check_logs(cp: Path, loc: str, offsets: list[int], commits: list[int]) -> None:
+    """The offsets and commit logs as Spark writes them: contiguous ids (Spark purges only the
+    oldest), at most one batch of offsets ahead of the commits (the one in flight), and every
+    commit entry a version line and a JSON object. Otherwise "inspect" would call healthy a
+    checkpoint a restart would refuse or, worse, resume from the wrong batch."""
+    for name, ids in (("offsets", offsets), ("commits", commits)):
+        if ids and ids[-1] - ids[0] + 1 != len(ids):
+            missing = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids))
+            raise CheckpointError(loc, "gap-in-log", f"{cp / name}: batch(es) "
+                                  f"{', '.join(map(str, missing[:5]))} missing")
+    if offsets and commits and offsets[-1] > commits[-1] + 1:
+        raise CheckpointError(loc, "gap-in-log", f"offsets reach batch {offsets[-1]} but the last "
+                              f"commit is {commits[-1]}: more than one batch uncommitted")
+    for batch in commits:
+        path = cp / "commits" / str(batch)
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+            if len(lines) < 2 or not lines[0].startswith("v"):
+                raise ValueError("no version line and commit record")
+            if not isinstance(json.loads(lines[1]), dict):
+                raise ValueError("the commit record is not an object")
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise CheckpointError(loc, "unparsable-commit", f"{path}: {e}") from None
+
+
+def _partition_count(conf: dict[str, Any], loc: str, batch: int) -> int | None:
+    if PARTITIONS_KEY not in conf:
+        return None
+    try:
+        n = int(conf[PARTITIONS_KEY])
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise CheckpointError(loc, "impossible-partitions", f"offsets/{batch} records "
+                              f"{PARTITIONS_KEY}={conf[PARTITIONS_KEY]!r}: not a partition count")
+    return n
 
 
 def write_owner(location: str | Path, job: str, query_id: str) -> None:

@@ -1,0 +1,107 @@
+"""Checkpoint tooling tells the truth (issue #15 item 6): corrupt logs are named, a backup never
+deletes what it did not create, a full disk leaves nothing half-written, and a repartition's
+arguments are checked before Spark starts. Checkpoints here are written as Spark writes them
+(version line + JSON); no Spark runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from operators import cli
+from operators.state import CheckpointError, backup, inspect, restore
+from tests.realcomponents import unavailable
+
+QUERY = "4f1c2d3e-0000-4000-8000-000000000001"
+
+
+def checkpoint(root: Path, offsets: range | list[int], commits: range | list[int],
+               partitions: object = 4) -> Path:
+    cp = root / "cp"
+    (cp / "offsets").mkdir(parents=True)
+    (cp / "commits").mkdir()
+    (cp / "metadata").write_text(json.dumps({"id": QUERY}) + "\n")
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1,
+            "conf": {"spark.sql.shuffle.partitions": str(partitions)}}
+    for b in offsets:
+        (cp / "offsets" / str(b)).write_text(f"v1\n{json.dumps(meta)}\n{{\"main\": {b * 10}}}\n")
+    for b in commits:
+        (cp / "commits" / str(b)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+    return cp
+
+
+def test_a_healthy_checkpoint_with_one_batch_in_flight(tmp_path: Path) -> None:
+    info = inspect(checkpoint(tmp_path, range(3, 8), range(3, 7)))
+    assert (info.last_committed_batch, info.last_offsets_batch, info.partitions) == (6, 7, 4)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "commits", "partitions", "corrupt", "problem", "message"),
+    [
+        (range(0, 5), range(0, 5), 4, "commits/4:", "unparsable-commit", "commits/4"),
+        (range(0, 5), range(0, 5), 4, "commits/2:garbage", "unparsable-commit", "commits/2"),
+        ([0, 1, 3, 4], [0, 1, 3], 4, None, "gap-in-log", "batch(es) 2 missing"),
+        (range(0, 6), range(0, 3), 4, None, "gap-in-log", "more than one batch uncommitted"),
+        (range(0, 3), range(0, 3), -4, None, "impossible-partitions",
+         "spark.sql.shuffle.partitions='-4'"),
+    ],
+    ids=["empty-commit", "garbage-commit", "gap", "offsets-far-ahead", "negative-partitions"],
+)
+def test_corruption_is_named(
+    tmp_path: Path, offsets: list[int], commits: list[int], partitions: object,
+    corrupt: str | None, problem: str, message: str,
+) -> None:
+    cp = checkpoint(tmp_path, offsets, commits, partitions)
+    if corrupt:
+        name, _, content = corrupt.partition(":")
+        (cp / name).write_text(content)
+    with pytest.raises(CheckpointError) as e:
+        inspect(cp)
+    assert e.value.problem == problem
+    assert message in str(e.value)
+
+
+def test_backup_never_deletes_what_it_did_not_create(tmp_path: Path) -> None:
+    cp = checkpoint(tmp_path, range(0, 3), range(0, 3))
+    keep = tmp_path / "bk.partial"  # a user's own directory with the old scratch name
+    keep.mkdir()
+    (keep / "precious.txt").write_text("mine")
+    assert backup(cp, tmp_path / "bk") == 2
+    assert (keep / "precious.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bk", "bk.partial", "cp"]
+    assert restore(tmp_path / "bk", tmp_path / "restored") == 2
+    assert inspect(tmp_path / "restored").last_committed_batch == 2
+
+
+def test_a_full_disk_leaves_nothing_half_written(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        unavailable("mounting a size-capped tmpfs needs root")
+    cp = checkpoint(tmp_path, range(0, 3), range(0, 3))
+    (cp / "state").mkdir()
+    (cp / "state" / "big.sst").write_bytes(os.urandom(256 * 1024))
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(small)], check=True)
+    try:
+        code = cli.checkpoint_main(["backup", str(cp), str(small / "bk")])
+        assert code == 2
+        assert list(small.iterdir()) == []  # no partial copy, no scratch directory
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def test_repartition_checks_its_arguments_before_starting_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_spark() -> None:
+        raise AssertionError("Spark started before the arguments were checked")
+
+    monkeypatch.setattr(cli, "_local_spark", no_spark)
+    cp = checkpoint(tmp_path, range(0, 3), range(0, 3))
+    for bad in ("0", "-4", "100000"):
+        assert cli.checkpoint_main(["repartition", str(cp), bad]) == 2
+        assert f"partitions ({int(bad)}): an integer in 1..4096" in capsys.readouterr().err
