@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     kubectl(env, "apply", "-n", NAMESPACE, "-f", str(REPO / "policies" / "default.yaml"))
     kubectl(env, "create", "secret", "generic", "runner-token", "-n", NAMESPACE,
             f"--from-literal=token={TOKEN}")
+    kubectl(env, "label", "secret", "runner-token", "-n", NAMESPACE,
+            "stream-autoscaler.io/runner-token=true")
     names = [f"job-{i:04d}" for i in range(args.jobs)]
     runners = FakeRunners(names, token=TOKEN).start()
     proc = None
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "controller", "--namespace", NAMESPACE,
              "--workers", str(args.workers), "--bind", "127.0.0.1", "--health-port", "0",
-             "--metrics-port", "0"],
+             "--metrics-port", "0", "--attach-allow-host", "127.0.0.1"],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
             env={**env, "KUBECONFIG": bed.env["KUBECONFIG"], "PYTHONPATH": str(REPO)})
         interval = 10.0

@@ -75,6 +75,7 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "ensure": tuple(
         p for group, plural in OWNED_KINDS.values() for p in _perms(group, plural, "create", "get")
     ) + _perms(GROUP, f"{JOBS}/finalizers", "update"),
+    "secret": _perms("", "secrets", "get"),
     "secret_value": _perms("", "secrets", "get"),
     "update_config_map_data": _perms("", "configmaps", "patch"),
     "read_pod": _perms("", "pods", "get"),
@@ -195,18 +196,25 @@ class KubeApi:
 
     # --- owned objects -------------------------------------------------------------------------
 
-    def secret_value(self, namespace: str, name: str, key: str) -> str:
-        """One key of a Secret, decoded. NotFound if the Secret or the key is missing."""
+    def secret(self, namespace: str, name: str) -> tuple[Obj, dict[str, str]]:
+        """A Secret's metadata (name, labels, ownerReferences) and its data, decoded."""
         try:
             s = self.core.read_namespaced_secret(
                 name, namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS
             )
         except ApiException as e:
             _raise(e)
-        data = s.data or {}
+        meta = self.client.sanitize_for_serialization(s.metadata) or {}
+        data = {k: base64.b64decode(v).decode(errors="replace")
+                for k, v in (s.data or {}).items()}
+        return meta, data
+
+    def secret_value(self, namespace: str, name: str, key: str) -> str:
+        """One key of a Secret, decoded. NotFound if the Secret or the key is missing."""
+        _, data = self.secret(namespace, name)
         if key not in data:
             raise NotFound(f"Secret {namespace}/{name} has no key {key!r}")
-        return base64.b64decode(data[key]).decode().strip()
+        return data[key].strip()
 
     def ensure(self, kind: str, namespace: str, body: Obj) -> Obj:
         """Creates ``body`` unless it exists; returns the object (existing ones unchanged)."""

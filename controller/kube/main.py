@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--health-port", type=int, help="/healthz port (default: $..._HEALTH_PORT)")
     p.add_argument("--metrics-port", type=int, help="/metrics port (default: $..._METRICS_PORT)")
     p.add_argument("--bind", default="0.0.0.0", help="address of /healthz and /metrics")
+    p.add_argument("--attach-allow-host", action="append", default=[], metavar="SUFFIX",
+                   help="also allow attached runners' URLs on hosts ending so (repeatable; "
+                        "default: in-cluster Services, .svc and .svc.cluster.local)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -75,6 +78,8 @@ def main(args: argparse.Namespace) -> int:
         s = replace(s, health_port=args.health_port)
     if args.metrics_port is not None:
         s = replace(s, metrics_port=args.metrics_port)
+    if args.attach_allow_host:
+        s = replace(s, attach_allowed_hosts=(*s.attach_allowed_hosts, *args.attach_allow_host))
     from controller.kube.network_policy import DriverIngress
 
     try:  # the drivers' NetworkPolicy peers: refuse a bad chart value now, not per job

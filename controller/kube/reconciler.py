@@ -36,6 +36,7 @@ from controller.errors import ControllerError
 from controller.kube import resources
 from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
 from controller.kube.api import KubeApi, NotFound
+from controller.kube.attach import secret_problem, url_problem
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.network_policy import network_policy
 from controller.kube.settings import FINALIZER, ControllerSettings
@@ -111,7 +112,7 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self._clients: dict[Key, tuple[str, str, RunnerClient]] = {}
-        self._tokens: dict[tuple[str, str, str], tuple[float, str]] = {}
+        self._tokens: dict[tuple[str, str, str], tuple[float, str, Obj]] = {}
         self._local = threading.local()
         self.actions = Actions(settings, metrics, write=self._write, event=self._event,
                                recover=self._recover_managed)
@@ -173,25 +174,36 @@ class Reconciler:
     ) -> Target | None:
         attach = job.spec.attach
         if attach is not None:
+            allowed = self.settings.attach_allowed_hosts
+            for field, url in (("spec.attach.controlUrl", attach.control_url),
+                               ("spec.attach.metricsUrl", attach.metrics_url)):
+                if (problem := url_problem(field, url, allowed)) is not None:
+                    raise Degraded("RunnerUrlNotAllowed", problem)
             token = ""
             if attach.token_secret_ref is not None:
                 ref = attach.token_secret_ref
                 try:
-                    token = self._token(key[0], ref.name, ref.key)
+                    token = self._token(key[0], ref.name, ref.key, obj)
                 except NotFound as e:
                     raise Degraded("TokenSecretNotFound", str(e)) from None
             return Target(attach.control_url, attach.metrics_url, token, managed=False)
         return self._ensure_managed(key, obj, job, policy, draft)
 
-    def _token(self, namespace: str, name: str, key: str) -> str:
+    def _token(self, namespace: str, name: str, key: str, job: Obj) -> str:
         """A Secret's token, re-read at most every TOKEN_TTL_SECONDS (one GET per job per
-        evaluation would double the controller's API traffic)."""
+        evaluation would double the controller's API traffic); only from a Secret meant for it
+        (controller/kube/attach.py), else Degraded TokenSecretNotAllowed."""
         k = (namespace, name, key)
         cached = self._tokens.get(k)
         now = time.monotonic()
         if cached is None or now - cached[0] > TOKEN_TTL_SECONDS:
-            cached = (now, self.api.secret_value(namespace, name, key))
+            meta, data = self.api.secret(namespace, name)
+            if key not in data:
+                raise NotFound(f"Secret {namespace}/{name} has no key {key!r}")
+            cached = (now, data[key].strip(), meta)
             self._tokens[k] = cached
+        if (problem := secret_problem(cached[2], job)) is not None:
+            raise Degraded("TokenSecretNotAllowed", problem)
         return cached[1]
 
     def _ensure_managed(
@@ -351,17 +363,20 @@ class Reconciler:
         spec = obj.get("spec") or {}
         attach = spec.get("attach")
         try:
-            if attach:
+            if attach:  # the same rules as every pass: no token to a URL or from a Secret
+                url = attach["controlUrl"]  # the job may not name (controller/kube/attach.py)
+                if (problem := url_problem("spec.attach.controlUrl", url,
+                                           self.settings.attach_allowed_hosts)) is not None:
+                    raise NotFound(problem)
                 ref = attach.get("tokenSecretRef")
-                token = self.api.secret_value(key[0], ref["name"], ref.get("key", "token")) \
+                token = self._token(key[0], ref["name"], ref.get("key", "token"), obj) \
                     if ref else ""
-                url = attach["controlUrl"]
             else:
                 names = resources.Names.of(obj)
                 token = self.api.secret_value(key[0], names.secret, resources.TOKEN_KEY)
                 url = names.control_url(self.settings.managed)
             outcome = stop_runner(RunnerClient(url, token), self.settings.stop_timeout_seconds)
-        except NotFound as e:
+        except (NotFound, Degraded) as e:
             outcome = f"not confirmed: {e}"
         self._event(obj, "Normal" if outcome == "stopped" else "Warning", "Stopped",
                     f"query {outcome} at a batch boundary before deletion")

@@ -76,6 +76,16 @@ class ControllerSettings:
 
     namespace: str | None = None
     """Watch this namespace only; None = all namespaces."""
+    attach_allowed_hosts: tuple[str, ...] = field(
+        default_factory=lambda: tuple(
+            h.strip() for h in os.environ.get(
+                "STREAM_AUTOSCALER_ATTACH_ALLOWED_HOSTS", ".svc,.svc.cluster.local"
+            ).split(",") if h.strip()
+        )
+    )
+    """Host suffixes an attached job's controlUrl/metricsUrl may name (controller/kube/attach.py):
+    in-cluster Services by default, so a job author cannot make the controller call (and send
+    a token to) any address it can reach."""
     prometheus_url: str | None = None
     """Query runners' metrics here; None = scrape each runner's /metrics directly."""
     workers: int = 4

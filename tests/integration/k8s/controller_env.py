@@ -105,6 +105,7 @@ class ControllerProc:
         argv = [sys.executable, "-m", "app.cli", "controller",
                 "--namespace", self.namespace, "--bind", "127.0.0.1",
                 "--health-port", str(self.health_port), "--metrics-port", str(self.metrics_port),
+                "--attach-allow-host", "127.0.0.1",  # the tier's runners listen on loopback
                 *self.extra]
         if self.leader_elect:
             argv += ["--leader-elect", "--lease-namespace", CONTROLLER_NS,

@@ -40,6 +40,8 @@ def ns(kubectl: Tool, namespace: str) -> str:
     apply(kubectl, FAST_POLICY, namespace)
     kubectl("create", "secret", "generic", "runner-token", "-n", namespace,
             f"--from-literal=token={TOKEN}")
+    kubectl("label", "secret", "runner-token", "-n", namespace,
+            "stream-autoscaler.io/runner-token=true")  # meant for runners (kube/attach.py)
     return namespace
 
 
@@ -124,6 +126,32 @@ def test_missing_policy_is_degraded_and_nothing_else_changes(
         # the policy appears: the job is evaluated at once (the policy watch re-queues it)
         apply(kubectl, {**FAST_POLICY, "metadata": {"name": "absent"}}, ns)
         wait_for("Running", lambda: status(kubectl, ns, "nopolicy").get("phase") == "Running")
+    finally:
+        runners.stop()
+
+
+def test_an_attached_job_cannot_borrow_a_secret_or_name_any_url(
+    kubectl: Tool, ns: str, controller: ControllerProc
+) -> None:
+    """Issue #15: the token goes only from a Secret meant for runners to an allowed host."""
+    runners = runners_with(["borrow", "elsewhere"])
+    try:
+        kubectl("create", "secret", "generic", "db-password", "-n", ns,
+                f"--from-literal=token={TOKEN}")  # a neighbour's Secret, not labelled
+        attach(kubectl, ns, runners, "borrow", secret="db-password")
+        apply(kubectl, attached_job("elsewhere", ns, "http://attacker.example:8081",
+                                    runners.metrics_url("elsewhere")))
+        for name, reason, text in (
+            ("borrow", "TokenSecretNotAllowed", "Secret db-password is not labelled"),
+            ("elsewhere", "RunnerUrlNotAllowed", "host 'attacker.example' is not one"),
+        ):
+            st = wait_for(f"{name} Degraded", lambda n=name: (s := status(kubectl, ns, n)).get(
+                "phase") == "Degraded" and s)
+            cond = next(c for c in st["conditions"] if c["type"] == "Degraded")
+            assert cond["reason"] == reason and text in cond["message"], cond
+            assert reason in reasons(kubectl, ns, name)
+        time.sleep(2)
+        assert sum(runners.counts()["borrow"].values()) == 0, "called with a borrowed token"
     finally:
         runners.stop()
 

@@ -96,6 +96,7 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
     apply(kubectl, policy, ns)
     kubectl("create", "secret", "generic", "runner-token", "-n", ns,
             f"--from-literal=token={spark_job['token']}")
+    kubectl("label", "secret", "runner-token", "-n", ns, "stream-autoscaler.io/runner-token=true")
     control = f"http://127.0.0.1:{runner.control_port}"
     apply(kubectl, attached_job(name, ns, control,
                                 f"http://127.0.0.1:{runner.metrics_port}/metrics",

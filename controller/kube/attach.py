@@ -1,0 +1,57 @@
+"""What an attached StreamJob may point the controller at (issue #15: a job author could make the
+controller read any Secret of the namespace and send it, as a bearer token, to any URL).
+
+- **URLs**: ``spec.attach.controlUrl`` and ``metricsUrl`` must be http(s) URLs whose host ends
+  with one of the controller's allowed host suffixes — by default in-cluster Services
+  (``.svc``, ``.svc.cluster.local``); the chart's ``controller.attachAllowedHosts`` or
+  ``--attach-allow-host`` add more (the test bed adds 127.0.0.1).
+- **The token Secret** must say it is meant for this: labelled
+  ``stream-autoscaler.io/runner-token: "true"``, or owned by the StreamJob itself.
+
+Pure functions: each returns the problem as a sentence, or None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+TOKEN_LABEL = "stream-autoscaler.io/runner-token"
+"""The label that makes a Secret usable as an attached runner's token (value ``"true"``)."""
+DEFAULT_ALLOWED_HOSTS = (".svc", ".svc.cluster.local")
+"""In-cluster Services: what an attached runner normally is."""
+
+
+def url_problem(field: str, url: str, allowed_hosts: Sequence[str]) -> str | None:
+    """Why the controller must not call ``url`` (``field`` names it), or None."""
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        return f"{field} ({url[:100]!r}): not a URL"
+    if parts.scheme not in ("http", "https") or not host:
+        return f"{field} ({url[:100]!r}): an http(s) URL with a host is required"
+    if not any(host == a.lstrip(".").lower() or host.endswith(_suffix(a))
+               for a in allowed_hosts):
+        allowed = ", ".join(allowed_hosts) or "none"
+        return (f"{field} ({url[:100]!r}): host {host!r} is not one the controller may call "
+                f"(allowed: {allowed}; the chart's controller.attachAllowedHosts adds more)")
+    return None
+
+
+def secret_problem(secret_meta: dict[str, Any], job: dict[str, Any]) -> str | None:
+    """Why the Secret must not serve as this job's runner token, or None."""
+    name = secret_meta.get("name", "?")
+    if (secret_meta.get("labels") or {}).get(TOKEN_LABEL) == "true":
+        return None
+    uid = (job.get("metadata") or {}).get("uid")
+    owners = secret_meta.get("ownerReferences") or secret_meta.get("owner_references") or []
+    if uid and any((o or {}).get("uid") == uid for o in owners):
+        return None
+    return (f"Secret {name} is not labelled {TOKEN_LABEL}=true nor owned by this StreamJob: "
+            "the controller sends a runner token only from a Secret meant for it")
+
+
+def _suffix(allowed: str) -> str:
+    return allowed.lower() if allowed.startswith(".") else "." + allowed.lower()
