@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -152,13 +153,37 @@ def parse_exposition(text: str, job: str) -> Samples:
     return out
 
 
-def requests_fetch(timeout_seconds: float = SCRAPE_TIMEOUT_SECONDS) -> FetchText:
-    """A FetchText over one shared ``requests.Session`` (keep-alive to every runner)."""
+MAX_SCRAPE_BYTES = 8 << 20
+"""8 MiB: a runner's exposition is ~20 kB; a 230 MB body once pushed the controller (limit
+512 Mi) into an OOM loop that stopped autoscaling for every job."""
+
+
+class ScrapeTooLarge(ValueError):
+    """A /metrics answer larger than MAX_SCRAPE_BYTES, or slower than the deadline."""
+
+
+def requests_fetch(timeout_seconds: float = SCRAPE_TIMEOUT_SECONDS,
+                   max_bytes: int = MAX_SCRAPE_BYTES) -> FetchText:
+    """A FetchText over one shared ``requests.Session`` (keep-alive to every runner).
+
+    ``timeout_seconds`` bounds the whole answer, not each socket read (a slow drip of one byte a
+    second used to hold a worker for 24 s against a 3 s timeout), and at most ``max_bytes`` are
+    read."""
     session = requests.Session()
 
     def fetch(url: str) -> tuple[int, str]:
-        r = session.get(url, timeout=timeout_seconds)
-        return r.status_code, r.text
+        deadline = time.monotonic() + timeout_seconds
+        with session.get(url, timeout=timeout_seconds, stream=True) as r:
+            body = bytearray()
+            # read1: whatever has arrived (iter_content would block until 64 kB or the end,
+            # so a drip would never reach the deadline check)
+            while chunk := r.raw.read1(65536, decode_content=True):
+                body += chunk
+                if len(body) > max_bytes:
+                    raise ScrapeTooLarge(f"answer larger than {max_bytes:,} bytes")
+                if time.monotonic() > deadline:
+                    raise ScrapeTooLarge(f"answer not complete within {timeout_seconds:g} s")
+            return r.status_code, body.decode(r.encoding or "utf-8", errors="replace")
 
     return fetch
 
