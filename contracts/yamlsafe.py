@@ -96,6 +96,34 @@ _StrictLoader.add_implicit_resolver(
 )
 
 
+def _check_flow_depth(text: str) -> None:
+    """Refuses flow nesting (``[[[...``) deeper than MAX_DEPTH before PyYAML sees it: its
+    scanner revisits every open level per token, so 3,000 levels took seconds. One pass over
+    the text, skipping quoted scalars and comments."""
+    depth, line, col, quote, comment = 0, 1, 0, "", False
+    for ch in text:
+        col += 1
+        if ch == "\n":
+            line, col, comment = line + 1, 0, False
+            continue
+        if comment:
+            continue
+        if quote:
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            comment = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise YamlLimitError(f"nested deeper than {MAX_DEPTH} levels: refused", line, col)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+
+
 def _check_size(root: yaml.Node) -> None:
     """Counts the nodes of the tree with every alias expanded (memoized per shared node, so
     this costs one visit per distinct node) and its depth; refuses beyond the limits."""
@@ -151,6 +179,7 @@ def load_yaml(data: bytes | str) -> Any:
         text = data
         if len(text) > MAX_BYTES:
             raise YamlLimitError(f"{len(text):,} characters: larger than {MAX_BYTES:,}")
+    _check_flow_depth(text)
     loader = _StrictLoader(text)
     try:
         try:

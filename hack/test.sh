@@ -10,4 +10,4 @@ hack/lint.sh
 # tests/integration/node (the test bed's real node) builds stream-autoscaler:dev itself through
 # hack/image/build.sh (cached: ~1 s when nothing changed) and imports it into the node.
 "$VENV/bin/python" -m pytest --timeout=1800 -p no:cacheprovider \
-  tests/unit tests/integration tests/e2e "$@"
+  tests/unit tests/fuzz tests/integration tests/e2e "$@"
