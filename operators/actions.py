@@ -198,6 +198,13 @@ class RunnerActions:
                                          repartition_batch=res.batch)
                 except state.RepartitionError as e:
                     action.result["rolled_back"] = e.rolled_back
+                    if not e.rolled_back:  # the checkpoint is in an unknown state: starting a
+                        # query on it could lose or double state. Stop here and say so.
+                        self._set_phase(Phase.FAILED)
+                        raise RuntimeError(
+                            f"{e}; the query is NOT restarted: inspect the checkpoint "
+                            "(stream-autoscaler checkpoint inspect) or restore it from a backup "
+                            "(stream-autoscaler checkpoint restore)") from e
                     raise
                 finally:
                     action.timings["repartition"] = time.monotonic() - t0

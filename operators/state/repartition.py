@@ -107,6 +107,7 @@ def repartition(
     except Exception as e:  # every failure rolls back, then is reported
         detail = _first_line(e)
         try:
+            _fault("repartition-rollback", OSError)
             snapshot.restore()
             ok = partitions_of(cp, info.last_committed_batch) == info.partitions and (
                 inspect(location).last_offsets_batch == info.last_committed_batch
@@ -185,9 +186,10 @@ class _Snapshot:
         shutil.rmtree(self.saved, ignore_errors=True)
 
 
-def _fault(point: str) -> None:
-    if os.environ.get(FAULT_ENV) == point:
-        raise RuntimeError(f"injected fault {point} ({FAULT_ENV})")
+def _fault(point: str, error: type[Exception] = RuntimeError) -> None:
+    """Tests inject failures by naming points in the env var (comma-separated)."""
+    if point in os.environ.get(FAULT_ENV, "").split(","):
+        raise error(f"injected fault {point} ({FAULT_ENV})")
 
 
 def _first_line(e: BaseException) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,20 @@ def test_bad_manifest_names_file_and_field(tmp_path):
     assert f"{bad}: spec.pipeline ([])" in out.stderr
     assert f"{bad}: spec.checkpoint: required field is missing" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_repartition_whose_rollback_fails_leaves_the_query_stopped(start_runner, tmp_path):
+    """Issue #15: the runner restarted the query even when the rollback failed, on a checkpoint
+    in an unknown state. Now it stops in Failed and says what to do."""
+    job = write_job(tmp_path / "job", partitions=4)
+    r = start_runner(job, env={"STREAM_AUTOSCALER_FAULT":
+                               "repartition-after-write,repartition-rollback"})
+    _batches_after(r, 0, 1)
+    act = r.action("/repartition", {"partitions": 8})
+    assert act["state"] == "failed" and act["result"]["rolled_back"] is False
+    assert "ROLLBACK FAILED" in act["error"] and "NOT restarted" in act["error"]
+    st = r.status()
+    assert st["phase"] == "Failed" and "checkpoint inspect" in st["lastError"]
+    committed = st["lastCommittedBatch"]
+    time.sleep(4)
+    assert r.status()["lastCommittedBatch"] == committed, "the query was restarted anyway"
