@@ -105,3 +105,20 @@ def test_repartition_checks_its_arguments_before_starting_spark(
     for bad in ("0", "-4", "100000"):
         assert cli.checkpoint_main(["repartition", str(cp), bad]) == 2
         assert f"partitions ({int(bad)}): an integer in 1..4096" in capsys.readouterr().err
+
+
+def test_a_crash_between_sparks_write_and_our_check_is_undone_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """Spark wrote offsets/N+1 with the new count, then the runner died before verifying it:
+    the next start removes that unfinished repartition (and only that) and resumes on the old
+    count; a normal in-flight batch (same count) is left for Spark to replay."""
+    from operators.state import rollback_unfinished
+
+    cp = checkpoint(tmp_path, range(0, 4), range(0, 3), partitions=4)  # batch 3: in flight
+    assert rollback_unfinished(str(cp)) is None and (cp / "offsets" / "3").exists()
+    meta = {"batchWatermarkMs": 0, "conf": {"spark.sql.shuffle.partitions": "8"}}
+    (cp / "offsets" / "3").write_text(f"v1\n{json.dumps(meta)}\n{{\"main\": 30}}\n")
+    assert rollback_unfinished(str(cp)) == 3
+    info = inspect(cp)
+    assert (info.last_offsets_batch, info.last_committed_batch, info.partitions) == (2, 2, 4)
