@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import difflib
 import re
+import reprlib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from contracts.api import GROUP_VERSION
 from contracts.errors import ContractError
+from contracts.pipeline import Operator
 from contracts.policy import ScalingPolicy
+from contracts.sources import Source
 from contracts.streamjob import StreamJob
 from contracts.yamlsafe import MAX_BYTES, YamlLimitError, load_yaml
 
@@ -121,7 +124,7 @@ def load_manifest(path: str | Path) -> StreamJob | ScalingPolicy:
 
 
 def _problem(model: type[BaseModel], err: Any) -> str:
-    loc = [str(p) for p in err["loc"] if not _is_union_tag(p)]
+    loc = _yaml_path(err["loc"])
     path = ".".join(loc) or "(top level)"
     kind, msg, value = err["type"], err["msg"], err.get("input")
     if kind == "extra_forbidden":
@@ -146,23 +149,53 @@ def _problem(model: type[BaseModel], err: Any) -> str:
     return f"{path} ({_show(value)}): {msg}"
 
 
-def _is_union_tag(part: object) -> bool:
-    """Pydantic adds the discriminator value or the union member name to error paths."""
-    return isinstance(part, str) and (
-        part[:1].isupper() or part in {"burst", "files", "kafka"} or "[" in part
-    )
+def _yaml_path(loc: tuple[Any, ...]) -> list[str]:
+    """Pydantic's error location as the YAML path a person wrote: without the discriminator
+    tags it inserts after a union (``pipeline.1.aggregate.aggregations`` ->
+    ``pipeline[1].aggregations``) and with list items as ``[i]``, as kubectl and CEL print."""
+    out: list[str] = []
+    for i, part in enumerate(loc):
+        prev = loc[i - 1] if i else None
+        if isinstance(part, str) and (
+            part[:1].isupper() or "[" in part
+            or (part in _UNION_TAGS and (isinstance(prev, int) or prev == "source"))
+        ):
+            continue  # a union member's name or tag, not something the YAML says
+        if isinstance(part, int) and out:
+            out[-1] += f"[{part}]"
+        else:
+            out.append(str(part))
+    return out
+
+
+_UNION_MEMBERS: dict[str, type[BaseModel]] = {
+    m.model_fields["type"].default: m for u in (Source, Operator) for m in get_args(get_args(u)[0])
+}
+"""The ``type`` values of the source and operator unions -> their model (pydantic puts the tag
+in error paths)."""
+_UNION_TAGS = frozenset(_UNION_MEMBERS)
+
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlevel = 60, 60, 2
 
 
 def _show(value: object) -> str:
-    text = repr(value)
+    """A bounded repr: a huge or deeply nested value costs nothing to show."""
+    text = _REPR.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _known_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Wire names of the fields valid at ``loc`` (best effort; [] if it cannot tell)."""
     current: Any = model
-    for part in loc:
-        if isinstance(part, int) or _is_union_tag(part):
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            continue
+        if part in _UNION_MEMBERS and (i and (isinstance(loc[i - 1], int)
+                                              or loc[i - 1] == "source")):
+            current = _UNION_MEMBERS[part]  # the member the tag selects
+            continue
+        if part[:1].isupper() or "[" in part:
             continue
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return []

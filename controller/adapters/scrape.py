@@ -47,6 +47,7 @@ from contracts.metric_names import Metric
 from controller.adapters.prometheus import assemble_snapshot
 from controller.adapters.promql import Window
 from controller.core.snapshot import MetricsSnapshot
+from controller.errors import ControllerError
 
 log = structlog.get_logger(__name__)
 
@@ -158,7 +159,7 @@ MAX_SCRAPE_BYTES = 8 << 20
 512 Mi) into an OOM loop that stopped autoscaling for every job."""
 
 
-class ScrapeTooLarge(ValueError):
+class ScrapeTooLarge(ControllerError, ValueError):
     """A /metrics answer larger than MAX_SCRAPE_BYTES, or slower than the deadline."""
 
 

@@ -123,3 +123,30 @@ def test_accepted_but_failing_later_is_now_refused(
     with pytest.raises(ManifestError) as e:
         load_job(p)
     assert any(expected in line for line in e.value.problems), e.value.problems
+
+
+@pytest.mark.parametrize(
+    ("sample", "old", "new", "expected"),
+    [
+        ("wordcount.yaml", "        - fn: count", "        - fn: median",
+         "spec.pipeline[1].aggregations[0].fn ('median'): Input should be 'count'"),
+        ("wordcount.yaml", "      keys: [word]", "      keyz: [word]",
+         "spec.pipeline[1].keyz: unknown field (did you mean spec.pipeline[1].keys?)"),
+        ("impressions-clicks.yaml", "          keys: 200", "          keys: -5",
+         "spec.pipeline[1].right.source.keys (-5): Input should be greater than or equal to 1"),
+    ],
+    ids=["aggregation-fn", "unknown-operator-field", "join-right-side"],
+)
+def test_errors_name_yaml_paths_not_union_tags(
+    tmp_path: Path, sample: str, old: str, new: str, expected: str
+) -> None:
+    """Issue #15: paths named pydantic's discriminators (spec.pipeline.1.aggregate...)."""
+    text = (SAMPLE_JOB.parent / sample).read_text()
+    assert old in text, old
+    p = tmp_path / "job.yaml"
+    p.write_text(text.replace(old, new, 1))
+    with pytest.raises(ManifestError) as e:
+        load_job(p)
+    assert any(line.endswith(expected) or expected in line for line in e.value.problems), (
+        e.value.problems)
+    assert len(e.value.problems) <= 2  # one mistake, one line (and its missing twin)
