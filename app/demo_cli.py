@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         run_demo,
     )
     from contracts.manifests import ManifestError
+    from contracts.trace import MAX_SECONDS
     from controller.local.prometheus_server import PrometheusNotFound
 
     # SIGTERM (a CI timeout, a kill) unwinds like Ctrl-C, so every process we started is stopped.
@@ -53,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
     trace = Path(args.trace or DEFAULT_TRACE)
     out = Path(args.out)
     try:
+        if args.duration is not None and not 0 < args.duration <= MAX_SECONDS:  # NaN fails both
+            raise DemoError(f"--duration ({args.duration:g}) must be > 0 and at most "
+                            f"{MAX_SECONDS:g} s")
         runs = [("engine", None)]
         if args.baseline == "static":
             runs += static_baselines(load_trace(str(trace)), args.duration)

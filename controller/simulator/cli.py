@@ -14,7 +14,7 @@ from pathlib import Path
 from contracts import manifests
 from contracts.chaos import ChaosError
 from contracts.policy import ScalingPolicySpec
-from contracts.trace import TraceError, load_trace
+from contracts.trace import MAX_SECONDS, TraceError, load_trace
 from controller.errors import SimulatorInputError
 from controller.simulator.compare import compare, expand
 from controller.simulator.loop import parse_chaos
@@ -55,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"simulate: {e}", file=sys.stderr)
         return 2
     duration = getattr(args, "duration", None)
-    if duration is not None and duration <= 0:
-        print("simulate: --duration must be > 0", file=sys.stderr)
+    if duration is not None and not 0 < duration <= MAX_SECONDS:  # NaN fails both
+        print(f"simulate: --duration ({duration:g}) must be > 0 and at most {MAX_SECONDS:g} s "
+              "(a week: the simulator steps through every second)", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -118,9 +118,13 @@ def test_chaos_and_duration(tmp_path: Path, trace: Path) -> None:
         (["--chaos", "kill-driver@soon"], "not a number"),
         (["--model", "/nonexistent/m.yaml"], "cannot read"),
         (["--policy", "/nonexistent/p.yaml"], "cannot read"),
-        (["--duration", "-5"], "--duration must be > 0"),
+        (["--duration", "-5"], "--duration (-5) must be > 0"),
+        (["--duration", "inf"], "--duration (inf) must be > 0 and at most 604800 s"),
+        (["--duration", "nan"], "--duration (nan) must be > 0"),
+        (["--duration", "1e12"], "at most 604800 s"),
     ],
-    ids=["baseline", "chaos-kind", "chaos-time", "model-missing", "policy-missing", "duration"],
+    ids=["baseline", "chaos-kind", "chaos-time", "model-missing", "policy-missing", "duration",
+         "duration-inf", "duration-nan", "duration-1e12"],
 )
 def test_bad_arguments_exit_2_with_a_message(
     tmp_path: Path, trace: Path, capsys, extra: list[str], message: str
