@@ -154,7 +154,7 @@ def test_drivers_network_policy_peers_reach_the_controller(helm_offline: Tool) -
     (dep,) = by_kind(render(helm_offline), "Deployment")
     env = {e["name"]: e.get("value") for e in
            dep["spec"]["template"]["spec"]["containers"][0]["env"]}
-    from controller.kube.resources import DriverIngress
+    from controller.kube.network_policy import DriverIngress
 
     peers = DriverIngress.from_environment(env)
     (ctl,) = peers.control_from
