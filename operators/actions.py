@@ -6,7 +6,8 @@ runner's session, pool, query and phase, and adds ``submit``/``find_action`` and
 actions of :class:`contracts.runner_api.ActionKind`:
 
 * ``executors``: reach an absolute executor count (kills the executors holding least state),
-  timing ``executors_live`` and ``first_task``;
+  timing ``executors_live`` and ``first_task``; a scale-in stops the query at a batch boundary
+  first (timing ``stop``, ``resumed``), so no running task dies with its executor;
 * ``repartition``: the SEEP move: stop between batches, repartition the checkpoint (with
   rollback, :mod:`operators.state.repartition`), resume, timing ``stop``, ``repartition``,
   ``first_commit``; ``partitions`` equal to the current count restarts at a batch boundary
@@ -155,13 +156,28 @@ class RunnerActions:
         assert self.pool is not None
         n = int(action.params["target"])
         self._set_phase(Phase.SCALING)
+        paused = False
         try:
             t0 = time.monotonic()
-            before = {e.id for e in self.pool.live()}
+            live = self.pool.live()
+            before = {e.id for e in live}
             weights = {k: float(v) for k, v in (self.metrics.latest_values().get(
                 "stateful_tasks_by_executor") or {}).items()}
+            if len(live) > n and self.query is not None and self.query.isActive:
+                # Graceful scale-in: remove executors between batches, so no running task is
+                # lost with its executor (a killed executor fails its tasks; the retried tasks
+                # are counted as failed and the batch takes longer). Stateful tasks load their
+                # state from the checkpoint on the executors that stay.
+                self._stop_at_boundary()
+                paused = True
+                action.timings["stop"] = time.monotonic() - t0
+                action.result["graceful"] = "batch-boundary"
             killed = self.pool.set_target(n, weights)
             action.result["killed"] = killed
+            if paused:
+                self._start_query()
+                paused = False
+                action.timings["resumed"] = time.monotonic() - t0
             if not self.pool.wait_for(n, self.options.scale_timeout):
                 raise TimeoutError(f"{self.pool.live_count()} executors live after "
                                    f"{self.options.scale_timeout:.0f} s, target {n}")
@@ -177,6 +193,9 @@ class RunnerActions:
                         break
                     time.sleep(0.25)
         finally:
+            if paused:  # the kill failed: resume on what is left rather than stay stopped
+                with contextlib.suppress(Exception):
+                    self._start_query()
             self._set_phase(Phase.RUNNING)
 
     def _repartition(self, action: ActionRecord) -> None:

@@ -221,10 +221,11 @@ class Reconciler:
             max(start, b.min), b.max
         )
         manifest = resources.runner_manifest(job, names, s, executors)
-        cm = self.api.ensure("ConfigMap", key[0], resources.config_map(obj, manifest))
-        if (cm.get("data") or {}).get(resources.MANIFEST_KEY) != manifest:
-            self.api.update_config_map_data(key[0], names.config_map,
-                                            {resources.MANIFEST_KEY: manifest})
+        want = resources.config_map(obj, manifest, s)
+        cm = self.api.ensure("ConfigMap", key[0], want)
+        data = want["data"]
+        if (cm.get("data") or {}) != data:
+            self.api.update_config_map_data(key[0], names.config_map, data)
         self.api.ensure("Service", key[0], resources.service(obj, s))
         self.api.ensure("NetworkPolicy", key[0], network_policy(obj, s))
         pod = self.api.read_pod(key[0], names.driver)

@@ -150,6 +150,8 @@ def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors:
         "spark.blockManager.port": str(s.block_manager_port),
         "spark.ui.port": str(s.ui_port),
         "spark.executor.instances": str(executors),
+        "spark.kubernetes.container.image.pullPolicy": s.image_pull_policy,
+        **{f"spark.kubernetes.node.selector.{k}": v for k, v in s.node_selector.items()},
         **executor_pod_conf(job),
         **user,
         **owned_spark_conf(job, names, s),
@@ -223,10 +225,13 @@ def container_security_context() -> Obj:
     }
 
 
-def executor_pod_template() -> Obj:
+def executor_pod_template(s: ManagedSettings | None = None) -> Obj:
     """Spark's executor pod template: Spark adds the image, command, env, ports, resources and
     volumes to the container named :data:`EXECUTOR_CONTAINER` and keeps the rest. Executors do
-    not call the API server, so they get no ServiceAccount token."""
+    not call the API server, so they get no ServiceAccount token. The chart's
+    ``sparkPods.tolerations`` go here (Spark has no setting for them; its node selector is
+    ``spark.kubernetes.node.selector.*``)."""
+    tolerations = list(s.tolerations) if s is not None else []
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -236,11 +241,12 @@ def executor_pod_template() -> Obj:
             "containers": [
                 {"name": EXECUTOR_CONTAINER, "securityContext": container_security_context()}
             ],
+            **({"tolerations": tolerations} if tolerations else {}),
         },
     }
 
 
-def config_map(obj: Obj, manifest: str) -> Obj:
+def config_map(obj: Obj, manifest: str, s: ManagedSettings | None = None) -> Obj:
     names = Names.of(obj)
     return {
         "apiVersion": "v1",
@@ -248,7 +254,7 @@ def config_map(obj: Obj, manifest: str) -> Obj:
         "metadata": object_meta(obj, names.config_map, "manifest"),
         "data": {
             MANIFEST_KEY: manifest,
-            EXECUTOR_TEMPLATE_KEY: yaml.safe_dump(executor_pod_template(), sort_keys=False),
+            EXECUTOR_TEMPLATE_KEY: yaml.safe_dump(executor_pod_template(s), sort_keys=False),
         },
     }
 
@@ -314,6 +320,7 @@ def driver_pod(
                 {
                     "name": "runner",
                     "image": s.image,
+                    "imagePullPolicy": s.image_pull_policy,
                     "args": [
                         "runner",
                         "--job", f"{MANIFEST_DIR}/{MANIFEST_KEY}",
@@ -343,11 +350,15 @@ def driver_pod(
                         "httpGet": {"path": "/healthz", "port": "control"},
                         "periodSeconds": 5,
                     },
-                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                    "resources": {
+                        "requests": {"cpu": s.driver_cpu, "memory": s.driver_memory}
+                    },
                     "securityContext": container_security_context(),
                     "volumeMounts": mounts,
                 }
             ],
             "volumes": volumes,
+            **({"nodeSelector": dict(s.node_selector)} if s.node_selector else {}),
+            **({"tolerations": list(s.tolerations)} if s.tolerations else {}),
         },
     }

@@ -10,9 +10,11 @@ ScalingPolicy (``contracts.policy``); these are the controller's own mechanics.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from dataclasses import dataclass, field
+from typing import Any
 
 from contracts.api import API_GROUP, API_VERSION
 from contracts.runner_api import CONTROL_PORT, METRICS_PORT
@@ -59,7 +61,27 @@ class ManagedSettings:
     image: str = field(
         default_factory=lambda: os.environ.get("STREAM_AUTOSCALER_IMAGE", "stream-autoscaler:dev")
     )
-    """The same image as the controller (see the Dockerfile)."""
+    """The same image as the controller (see the Dockerfile; the chart sets it)."""
+    image_pull_policy: str = field(
+        default_factory=lambda: os.environ.get("STREAM_AUTOSCALER_IMAGE_PULL_POLICY",
+                                               "IfNotPresent")
+    )
+    """Of the driver and executor pods (``Never`` where images are loaded, not pulled)."""
+    node_selector: dict[str, str] = field(
+        default_factory=lambda: _json_env("STREAM_AUTOSCALER_POD_NODE_SELECTOR", {})
+    )
+    """Where driver and executor pods run (the chart's ``sparkPods.nodeSelector``)."""
+    tolerations: list[dict[str, str]] = field(
+        default_factory=lambda: _json_env("STREAM_AUTOSCALER_POD_TOLERATIONS", [])
+    )
+    """Taints the driver and executor pods tolerate (the chart's ``sparkPods.tolerations``)."""
+    driver_cpu: str = field(
+        default_factory=lambda: os.environ.get("STREAM_AUTOSCALER_DRIVER_CPU", "1")
+    )
+    """The driver pod's CPU request: it plans batches and runs the runner (Python + JVM)."""
+    driver_memory: str = field(
+        default_factory=lambda: os.environ.get("STREAM_AUTOSCALER_DRIVER_MEMORY", "1Gi")
+    )
     spark_service_account: str = "stream-autoscaler-spark"
     """The drivers' ServiceAccount (the chart's sparkDriver.serviceAccountName): it creates the
     executor pods."""
@@ -68,6 +90,16 @@ class ManagedSettings:
     driver_port: int = 7078
     block_manager_port: int = 7079
     ui_port: int = 4040
+
+
+def _json_env(name: str, default: Any) -> Any:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"{name} is not JSON: {e}") from None
 
 
 @dataclass(frozen=True)
