@@ -99,3 +99,30 @@ def test_bad_pod_shapes_are_refused_naming_the_field(
     with pytest.raises(ValidationError) as e:
         job(executors=executors, checkpoint=checkpoint)
     assert message in str(e.value)
+
+
+def test_placement_reaches_the_driver_and_the_executors() -> None:
+    """The chart's sparkPods placement: the driver pod's nodeSelector and tolerations; for the
+    executors Spark's node-selector conf, and the tolerations in a pod template (Spark has no
+    conf for them) shipped in the job's ConfigMap beside the manifest."""
+    obj, model = job()
+    tol = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+    s = ManagedSettings(image="img:1", image_pull_policy="Never",
+                        node_selector={"kubernetes.io/hostname": "n1"}, tolerations=tol,
+                        driver_cpu="300m")
+    pod = resources.driver_pod(obj, model, s, executors=1, max_executors=3)
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "n1"}
+    assert pod["spec"]["tolerations"] == tol
+    c = pod["spec"]["containers"][0]
+    assert c["imagePullPolicy"] == "Never" and c["resources"]["requests"]["cpu"] == "300m"
+    manifest = resources.runner_manifest(model, resources.Names.of(obj), s, executors=1)
+    conf = yaml.safe_load(manifest)["spec"]["spark"]["conf"]
+    template = f"{resources.MANIFEST_DIR}/{resources.EXECUTOR_TEMPLATE_KEY}"
+    assert conf["spark.kubernetes.node.selector.kubernetes.io/hostname"] == "n1"
+    assert conf["spark.kubernetes.executor.podTemplateFile"] == template
+    assert conf["spark.kubernetes.container.image.pullPolicy"] == "Never"
+    data = resources.config_map(obj, manifest, s)["data"]
+    assert yaml.safe_load(data[resources.EXECUTOR_TEMPLATE_KEY])["spec"]["tolerations"] == tol
+    StreamJob.model_validate(yaml.safe_load(manifest))  # the runner accepts its own manifest
+    plain = resources.config_map(obj, manifest, ManagedSettings())["data"]
+    assert set(plain) == {resources.MANIFEST_KEY}
