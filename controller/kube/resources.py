@@ -146,6 +146,10 @@ def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors:
     conf = {
         "spark.driver.host": names.host(),
         "spark.driver.bindAddress": "0.0.0.0",
+        # Executors reach the driver through its headless Service name. Spark 4.3 defaults
+        # to the driver pod's IP, which it takes from the bind address (0.0.0.0 here, so
+        # every executor pod connected to 0.0.0.0:7078 and exited; SPARK-58748).
+        "spark.kubernetes.executor.useDriverPodIP": "false",
         "spark.driver.port": str(s.driver_port),
         "spark.blockManager.port": str(s.block_manager_port),
         "spark.ui.port": str(s.ui_port),
@@ -287,6 +291,9 @@ def service(obj: Obj, s: ManagedSettings) -> Obj:
         "metadata": object_meta(obj, names.service, "driver"),
         "spec": {
             "clusterIP": "None",
+            # the name resolves before the driver is Ready: its readiness probe answers only
+            # once the runner has its first executors, and those resolve this name to register
+            "publishNotReadyAddresses": True,
             "selector": {JOB_LABEL: names.job, "spark-role": "driver"},
             "ports": [{"name": n, "port": p, "targetPort": p} for n, p in ports],
         },

@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-from tests.integration.k8s.conftest import kubectl, namespace, testbed, tool_env  # noqa: F401
+from tests.integration.k8s.conftest import (  # noqa: F401
+    crds,
+    helm,
+    kubectl,
+    namespace,
+    testbed,
+    tool_env,
+)
 from tests.integration.k8s.k8s_tier import REPO, Tool, testbed_mod, unavailable
 
 IMAGE = "stream-autoscaler:dev"

@@ -79,8 +79,10 @@ def job_doc(claim: str) -> dict[str, Any]:
             "checkpoint": {"location": f"{MOUNT}/checkpoint",
                            "volume": {"claimName": claim, "mountPath": MOUNT}},
             "statePartitions": 2,
-            "executors": {"initial": 1, "cores": 1, "memory": "512m", "cpu": "500m",
-                          "memoryOverhead": "384m"},
+            # requests fit three executors, the driver and two controllers on 2 cores; the
+            # limit is the CFS quota that makes each executor a measurable slice
+            "executors": {"initial": 1, "cores": 1, "memory": "512m", "cpu": "400m",
+                          "cpuLimit": "500m", "memoryOverhead": "384m"},
         },
     }
 
@@ -208,7 +210,7 @@ def shared_volume(kubectl: Tool, real_node: RealNode, ns: str) -> Iterator[tuple
             shutil.rmtree(host, ignore_errors=True)
 
 
-def testbed_values(real_node: RealNode, ns: str, work: Path) -> Path:
+def overlay_values(real_node: RealNode, ns: str, work: Path) -> Path:
     """The test bed's overlay on hack/kind/values-kind.yaml (the same base as kind): the node's
     placement, 2 replicas, this namespace."""
     placement = {
@@ -219,6 +221,7 @@ def testbed_values(real_node: RealNode, ns: str, work: Path) -> Path:
     values = {
         "replicaCount": 2,
         "jobNamespaces": [ns],
+        "rbac": {"scope": "namespaced"},
         "controller": {"watchNamespace": ns},
         **placement,
         "sparkPods": {**placement, "driverCpu": "300m", "driverMemory": "1Gi"},
@@ -254,7 +257,7 @@ def test_burst_story_on_real_pods(
         stdout=watch_log.open("w"), stderr=subprocess.STDOUT, env=kubectl.env, text=True)
     try:
         # 1. the controller in pods
-        install(helm, story, testbed_values(real_node, ns, tmp_path), release)
+        install(helm, story, overlay_values(real_node, ns, tmp_path), release)
         ctl = story.pods("app.kubernetes.io/component=controller")
         assert len(ctl) == 2 and all(p["spec"]["nodeName"] == real_node.name for p in ctl), ctl
         first_leader = story.wait("a controller leads", lambda: leader(kubectl, ns), 60)
@@ -394,7 +397,7 @@ def _failed_tasks(story: Story) -> float | None:
 
 VERIFY = """
 import json, sys
-from app.demo import verify_exactly_once
+from app.demo_job import verify_exactly_once
 from contracts.manifests import load_job
 print(json.dumps(verify_exactly_once(load_job(sys.argv[1]).spec), default=str))
 """

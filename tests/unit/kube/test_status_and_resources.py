@@ -83,8 +83,12 @@ def test_owned_objects_carry_the_owner_and_the_driver_runs_on_kubernetes() -> No
     conf = manifest["spec"]["spark"]["conf"]
     assert manifest["spec"]["spark"]["master"] == "k8s://https://kubernetes.default.svc"
     assert conf["spark.driver.host"] == "wc-driver-svc.jobs.svc"
+    # executors connect to that name (Spark 4.3 would hand them the bind address 0.0.0.0)
+    assert conf["spark.kubernetes.executor.useDriverPodIP"] == "false"
     assert conf["spark.kubernetes.container.image"] == "img:1"
     assert "attach" not in manifest["spec"] and "status" not in manifest
     svc = resources.service(JOB, s)
     assert svc["spec"]["clusterIP"] == "None"
+    # the name resolves before the driver is Ready (its executors register through it first)
+    assert svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["spec"]["selector"] == {"stream-autoscaler.io/job": "wc", "spark-role": "driver"}
