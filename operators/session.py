@@ -95,14 +95,32 @@ def kafka_jars_for(spec: StreamJobSpec) -> list[str]:
     return kafka_jars()
 
 
+LOOPBACK_ENV = ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
+"""What :func:`operators.cluster.spark_env` sets to keep a mini-cluster on loopback."""
+
+
+def session_env(master: str) -> dict[str, str]:
+    """The environment the driver JVM starts with: Spark's and Python's variables from
+    :func:`operators.cluster.spark_env`. On Kubernetes (a driver pod) without the loopback
+    pins: the pod's address is the one executors and the controller reach, and pinning Spark
+    to loopback made its UI (whose REST API the runner reads) listen on 127.0.0.1 only, behind
+    a URL naming the driver's Service."""
+    env = {k: v for k, v in spark_env().items()
+           if k.startswith(("SPARK_", "PYSPARK_")) or k == "PYTHONPATH"}
+    if master.startswith("k8s://"):
+        for key in LOOPBACK_ENV:
+            env.pop(key, None)
+    return env
+
+
 def create_session(spec: StreamJobSpec, options: SessionOptions) -> SparkSession:
     """A SparkSession for ``spec`` on ``options.master`` (or ``spec.spark.master``)."""
     master = options.master or spec.spark.master
     if not master:
         raise ValueError("no Spark master: pass one or start a mini-cluster")
-    for key, value in spark_env().items():
-        if key.startswith(("SPARK_", "PYSPARK_")) or key == "PYTHONPATH":
-            os.environ[key] = value
+    for key in LOOPBACK_ENV:
+        os.environ.pop(key, None)
+    os.environ.update(session_env(master))
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master)
