@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from contracts.runner_api import ActionRecord, RunnerStatus
-from tests.integration.k8s.controller_env import apply, events, status
+from tests.integration.k8s.controller_env import apply, events, status, wait_for
 from tests.integration.k8s.k8s_tier import REPO, Tool
 from tests.integration.node.conftest import RealNode
 
@@ -141,19 +141,12 @@ class Story:
         return "\n".join(out)
 
     def wait(self, what: str, fn: Callable[[], Any], timeout: float, every: float = 1.0) -> Any:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            try:
-                last = fn()
-            except Exception as e:  # not there yet
-                last = e
-            if last and not isinstance(last, Exception):
-                self.mark(what)
-                return last
-            time.sleep(every)
-        pytest.fail(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})\n"
-                    f"{self.diagnose()}", pytrace=False)
+        try:
+            got = wait_for(what, fn, timeout, every)
+        except AssertionError as e:
+            pytest.fail(f"{e}\n{self.diagnose()}", pytrace=False)
+        self.mark(what)
+        return got
 
     def reasons(self) -> list[str]:
         evs = sorted(events(self.kubectl, self.ns, JOB),
