@@ -194,8 +194,8 @@ class MiniCluster:
             try:
                 if ready(self.master_info()):
                     return
-            except OSError as e:
-                last_error = str(e)
+            except (OSError, ValueError) as e:  # not listening yet, or an empty page while
+                last_error = str(e)              # its UI starts (seen on a loaded machine)
             time.sleep(0.3)
         raise ClusterError(
             f"timed out after {self.start_timeout:.0f} s waiting for {what} "

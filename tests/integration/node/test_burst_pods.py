@@ -40,9 +40,12 @@ PV_ROOT = Path("/var/lib/stream-autoscaler-testbed/pv")
 KIND_VALUES = REPO / "hack" / "kind" / "values-kind.yaml"
 CHART = REPO / "helm" / "stream-autoscaler"
 
-TRACE = "t,input_rate\n0,1500\n20,25000\n110,400\n230,12000\n300,400\n360,0\n100000,0\n"
+TRACE = ("t,input_rate\n0,1500\n20,25000\n100,400\n250,12000\n330,400\n480,12000\n560,400\n"
+         "600,0\n100000,0\n")
 """Records/s by second since the query started: a burst (scale-out), a lull long enough for the
-stabilization window (scale-in), a second burst (the driver pod is killed in it), then nothing."""
+stabilization window (scale-in), then two more bursts. The driver pod is killed in the first
+burst after the scale-in: on a loaded machine the controller may act on the second burst only
+(seen in CI: the first action came 206 s after the first batch), and the story still holds."""
 
 POLICY = {
     "apiVersion": "stream-autoscaler.io/v1alpha1",
@@ -268,7 +271,7 @@ def test_burst_story_on_real_pods(
         figures["streamjob_to_first_batch_s"] = round(time.monotonic() - created, 1)
         # the burst: a scale-out and/or repartition; kill the leading controller in the action
         st = story.wait("an action in flight (status.intent)",
-                        lambda: status(kubectl, ns, JOB).get("intent"), 240, every=0.5)
+                        lambda: status(kubectl, ns, JOB).get("intent"), 420, every=0.5)
         lead = leader(kubectl, ns)
         kubectl("delete", "pod", lead, "-n", ns, "--grace-period=0", "--force", "--wait=false")
         story.mark(f"killed the leading controller {lead} during {st.get('action')}")
@@ -295,10 +298,10 @@ def test_burst_story_on_real_pods(
         failed = _failed_tasks(story)
         figures["failed_tasks_after_scale_in"] = failed
         assert failed == 0, f"{failed} task(s) failed by the scale-in"
-        # 5. the second burst: kill the driver pod
-        story.wait("the second burst (trace t >= 240 s)",
+        # 5. the next burst after the scale-in: kill the driver pod
+        story.wait("the next burst",
                    lambda: (_runner(story).rates.arrival_rows_per_second or 0) > 4000,
-                   300, every=2)
+                   420, every=2)
         before = _runner(story)
         old = next(p for p in story.pods("spark-role=driver"))
         killed_at = time.monotonic()
@@ -321,7 +324,7 @@ def test_burst_story_on_real_pods(
         # the end of the trace: everything drained, then stop at a batch boundary
         story.wait("the backlog drained after the trace ended", lambda: (
             lambda r: r.backlog.records == 0 and r.rates.arrival_rows_per_second == 0)(
-                _runner(story)), 360, every=2)
+                _runner(story)), 480, every=2)
         figures["table"] = kubectl("get", "streamjobs", "-n", ns).stdout
         kubectl("delete", "sj", JOB, "-n", ns, "--timeout=180s")
         story.mark("StreamJob deleted (stopped at a batch boundary)")
