@@ -102,9 +102,9 @@ class Checkpoint(SpecModel):
     there, and a job pointed elsewhere would silently start from nothing.
 
     In a cluster (managed mode) the driver and every executor read and write it, and it must
-    outlive every pod: mount a shared claim (``volume``) under ``location``. The API server
-    refuses a managed StreamJob whose checkpoint no executor could share (a CEL rule on the
-    spec); locally (``runner --job``) a plain directory is fine.
+    outlive every pod: mount a shared claim (``volume``) under ``location``. A bare path is
+    not refused yet: in a cluster it would leave state on the pods' own disks, lost with them.
+    Locally (``runner --job``) a plain directory is fine.
     """
 
     model_config = ConfigDict(
