@@ -363,7 +363,8 @@ class Executors(WireModel):
 
 
 class Rates(WireModel):
-    """Records/s of the last batch (arrival: growth of the source's latest offset)."""
+    """Records/s of the last batch (arrival: growth of the source's latest offset; 0 once
+    Spark reports the query idle, i.e. a trigger found no new data)."""
 
     arrival_rows_per_second: float | None = None
     input_rows_per_second: float | None = None

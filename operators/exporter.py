@@ -81,6 +81,7 @@ class RunnerMetrics:
         self._lock = threading.Lock()
         self._arrivals: tuple[float, float] | None = None
         self._input_rows: dict[int, float] = {}
+        self._kafka_partitions: set[tuple[str, str]] = set()
         r = self.registry
 
         def g(m: M.Metric) -> Gauge:
@@ -198,6 +199,8 @@ class RunnerMetrics:
             if backlog.source_partitions:
                 self.source_partitions.labels(j).set(backlog.source_partitions)
             for topic, part, behind, age in backlog.partition_lags:
+                with self._lock:
+                    self._kafka_partitions.add((topic, str(part)))
                 self.kafka_behind.labels(j, topic, str(part)).set(behind)
                 if age is None:  # unknown: drop a stale reading rather than keep it
                     with contextlib.suppress(KeyError):
@@ -225,6 +228,31 @@ class RunnerMetrics:
                 backlog_age_seconds=backlog.age_seconds if backlog else None,
                 progress_at=now,
             )
+
+    def observe_idle(self) -> None:
+        """Spark's ``onQueryIdle``: a trigger found no new data in any source. Nothing waits and
+        nothing arrived since the last batch, so the backlog and the arrival rate are 0: known,
+        not the last batch's values left standing.
+
+        Since Spark 3.5 such a trigger posts no progress event (measured on 4.3: a query
+        resumed from its checkpoint with nothing to read posts only ``onQueryIdle``, every
+        ``spark.sql.streaming.noDataProgressEventInterval``). Without this, a job whose input
+        stopped kept its last arrival rate, and one restarted into an empty source had an
+        unknown backlog: both read as "no batch committed while data waits", a failure.
+        ``last_progress`` stays the time of the last batch.
+        """
+        j = self.job
+        self.arrival_rate.labels(j).set(0.0)
+        self.backlog_records.labels(j).set(0.0)
+        self.backlog_age.labels(j).set(0.0)
+        with self._lock:
+            partitions = list(self._kafka_partitions)
+            self._latest.update(arrival_rows_per_second=0.0, backlog_records=0.0,
+                                backlog_age_seconds=0.0)
+        for topic, part in partitions:
+            self.kafka_behind.labels(j, topic, part).set(0.0)
+            with contextlib.suppress(KeyError):
+                self.kafka_age.remove(j, topic, part)
 
     def observe_stages(self, batch: int, stages: list[StageSample]) -> None:
         """The REST poller's view of one batch: per-stage counters and last-batch gauges."""
@@ -372,7 +400,8 @@ class StagePoller(threading.Thread):
 
 
 class ProgressListener(StreamingQueryListener):
-    """Feeds :class:`RunnerMetrics` from ``onQueryProgress``; errors feed the failure counter."""
+    """Feeds :class:`RunnerMetrics` from ``onQueryProgress`` and ``onQueryIdle``; errors feed
+    the failure counter."""
 
     def __init__(self, metrics: RunnerMetrics, backlog: Callable[[dict[str, Any]], Backlog | None],
                  poller: StagePoller | None = None,
@@ -399,7 +428,8 @@ class ProgressListener(StreamingQueryListener):
             pass
 
     def onQueryIdle(self, event: Any) -> None:
-        pass
+        with contextlib.suppress(Exception):  # a listener must never break the query
+            self.metrics.observe_idle()
 
     def onQueryTerminated(self, event: Any) -> None:
         if getattr(event, "exception", None):

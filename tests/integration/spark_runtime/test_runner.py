@@ -181,3 +181,36 @@ def test_a_repartition_whose_rollback_fails_leaves_the_query_stopped(start_runne
     committed = st["lastCommittedBatch"]
     time.sleep(4)
     assert r.status()["lastCommittedBatch"] == committed, "the query was restarted anyway"
+
+
+def _metric(text: str, name: str) -> float | None:
+    line = next((x for x in text.splitlines() if x.startswith(f'{name}{{job="rt"}}')), None)
+    return None if line is None else float(line.rsplit(" ", 1)[1])
+
+
+def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_runner, tmp_path):
+    """Spark 4 posts no progress event for a trigger without new data, only ``onQueryIdle``.
+    The runner ignored it: once the input stopped, the arrival rate stayed at the last batch's
+    value for ever, and a runner resumed on a checkpoint with nothing new to read had an
+    unknown backlog. The controller read either as "no batch committed while data waits" and
+    restarted an idle job again and again (seen in CI on the real-pod tier, after a recovery
+    that ended after the trace)."""
+    job = write_job(tmp_path / "job")
+    (tmp_path / "job" / "trace.csv").write_text("t,input_rate\n0,2000\n4,0\n", encoding="utf-8")
+    waiting = ("stream_autoscaler_arrival_rows_per_second", "stream_autoscaler_backlog_records")
+
+    def nothing_waits(s: dict[str, Any]) -> bool:
+        return s["rates"]["arrival_rows_per_second"] == 0 and s["backlog"]["records"] == 0
+
+    r = start_runner(job)
+    st = r.wait(lambda s: s["lastCommittedBatch"] is not None and nothing_waits(s), 120,
+                "arrival and backlog 0 once the input stopped")
+    assert all(_metric(r.metrics(), m) == 0 for m in waiting), r.metrics()
+    last = st["lastCommittedBatch"]
+    assert r.stop() == 0
+
+    r2 = start_runner(job)  # resumed on the same checkpoint: nothing new to read
+    st = r2.wait(nothing_waits, 90, "arrival and backlog 0 after a restart with no new data")
+    assert st["resumedFromBatch"] == last and st["lastCommittedBatch"] == last, st
+    assert all(_metric(r2.metrics(), m) == 0 for m in waiting), r2.metrics()
+    assert r2.stop() == 0
