@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def run(spark, spec, seconds: float, exporter: bool) -> float:  # type: ignore[no-untyped-def]
-    from operators.exporter import ProgressListener, RunnerMetrics, StagePoller
+    from operators.exporter import RunnerMetrics, StagePoller
     from operators.job import build_query
+    from operators.listener import ProgressListener
     from operators.session import ExecutorPool
 
     listener = poller = None

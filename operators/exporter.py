@@ -3,16 +3,17 @@
 Usage::
 
     metrics = RunnerMetrics(job="wordcount", stateful=["counts"])
-    spark.streams.addListener(ProgressListener(metrics, backlog=backlog_fn))
+    spark.streams.addListener(ProgressListener(metrics, backlog=backlog_fn))  # operators.listener
     poller = StagePoller(metrics, rest=pool.rest, query_id=lambda: query.id); poller.start()
     metrics.serve(port=9108)                       # GET /metrics
 
 Two sources, because neither has everything (docs/spark-facts.md):
 
-* the ``StreamingQueryListener`` (``onQueryProgress``, once per batch, on Spark's listener
-  thread): rates, batch duration and its parts, state rows/bytes/memory/partitions per stateful
-  operator, source offsets (hence the backlog), the last committed batch. It only parses JSON and
-  sets gauges, then hands the batch id to the poller.
+* the ``StreamingQueryListener`` (:mod:`operators.listener`; ``onQueryProgress`` once per
+  batch, ``onQueryIdle`` for a trigger without new data, on Spark's listener thread): rates,
+  batch duration and its parts, state rows/bytes/memory/partitions per stateful operator,
+  source offsets (hence the backlog), the last committed batch. It only parses JSON and sets
+  gauges, then hands the batch id to the poller.
 * the driver UI REST API, polled by :class:`StagePoller` on its own thread (never the query's):
   the batch's SQL executions (tagged ``batch = N``) → their jobs → their stages, giving per stage
   the task count (= partitions), rows, busy task time, wall time, max and median task time
@@ -27,7 +28,6 @@ README and docs/runner.md).
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import statistics
 import threading
@@ -44,7 +44,6 @@ from prometheus_client import (
     disable_created_metrics,
     start_http_server,
 )
-from pyspark.sql.streaming import StreamingQueryListener
 
 from contracts import metric_names as M
 from contracts.runner_api import Phase
@@ -397,43 +396,6 @@ class StagePoller(threading.Thread):
         if available > 0:
             used = sum(float(e.get("memoryUsed") or 0) for e in execs)
             self.metrics.memory_ratio.labels(self.metrics.job).set(used / available)
-
-
-class ProgressListener(StreamingQueryListener):
-    """Feeds :class:`RunnerMetrics` from ``onQueryProgress`` and ``onQueryIdle``; errors feed
-    the failure counter."""
-
-    def __init__(self, metrics: RunnerMetrics, backlog: Callable[[dict[str, Any]], Backlog | None],
-                 poller: StagePoller | None = None,
-                 on_progress: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self.metrics, self.backlog, self.poller, self.on_progress = (
-            metrics, backlog, poller, on_progress)
-
-    def onQueryStarted(self, event: Any) -> None:
-        pass
-
-    def onQueryProgress(self, event: Any) -> None:
-        try:
-            p = json.loads(event.progress.json)
-            try:
-                backlog = self.backlog(p)
-            except Exception:
-                backlog = None
-            self.metrics.observe_progress(p, backlog)
-            if self.poller is not None and p.get("numInputRows"):
-                self.poller.submit(int(p["batchId"]))
-            if self.on_progress is not None:
-                self.on_progress(p)
-        except Exception:  # a listener must never break the query
-            pass
-
-    def onQueryIdle(self, event: Any) -> None:
-        with contextlib.suppress(Exception):  # a listener must never break the query
-            self.metrics.observe_idle()
-
-    def onQueryTerminated(self, event: Any) -> None:
-        if getattr(event, "exception", None):
-            self.metrics.failures.labels(self.metrics.job).inc()
 
 
 def _set(gauge: Any, value: Any) -> None:

@@ -36,7 +36,8 @@ from contracts.runner_api import (
 from contracts.streamjob import StreamJob
 from operators import state
 from operators.actions import ActionConflict, RunnerActions, first_line
-from operators.exporter import Backlog, ProgressListener, RunnerMetrics, StagePoller
+from operators.exporter import Backlog, RunnerMetrics, StagePoller
+from operators.listener import ProgressListener
 from operators.session import ExecutorPool, SessionOptions, create_session
 from operators.sources import adapter_for
 from operators.sources.backlog import backlog_from_progress
