@@ -48,6 +48,7 @@ RUN if ! command -v java >/dev/null || ! [ -x /usr/bin/tini ] || ! command -v ps
 COPY --from=build /opt/venv /opt/venv
 COPY policies /opt/stream-autoscaler/policies
 COPY traces /opt/stream-autoscaler/traces
+COPY examples /opt/stream-autoscaler/examples
 COPY docker/entrypoint.sh /usr/local/bin/entrypoint.sh
 ENV PATH=/opt/venv/bin:$PATH \
     JAVA_HOME=/opt/java \

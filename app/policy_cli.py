@@ -53,6 +53,12 @@ def summary(doc: StreamJob | ScalingPolicy) -> str:
                 f"{spec.executors.min}..{spec.executors.max}, lag SLO {spec.lag.slo_seconds:g} s")
     job = doc.spec
     mode = f"attached to {job.attach.control_url}" if job.attach else "managed"
+    if job.application is not None:
+        app = job.application
+        what = (f"script {app.script}" + (f" {' '.join(app.args)}" if app.args else "")
+                if app.script else f"function {app.module}")
+        return f"StreamJob {doc.metadata.name}: {what}, {mode}, policy {job.policy_ref.name}"
+    assert job.source is not None and job.sink is not None and job.pipeline is not None
     ops = ", ".join(op.name for op in job.pipeline)
     return (f"StreamJob {doc.metadata.name}: {job.source.type} -> [{ops}] -> {job.sink.type}, "
             f"{mode}, policy {job.policy_ref.name}")

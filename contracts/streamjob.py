@@ -1,8 +1,10 @@
 """The StreamJob model: one streaming job, the same YAML in a file and in the API server.
 
-``spec`` says what to run (source, named operators, sink, trigger, checkpoint, starting
-capacity) and which ScalingPolicy governs it; ``status`` is what the controller observed and
-decided, including the bounded scaling history and the intent of an action in flight.
+``spec`` says what to run — either our YAML pipeline (source, named operators, sink) or the
+user's own PySpark ``application`` (a script or a function, run unmodified) — with the trigger,
+checkpoint and starting capacity, and which ScalingPolicy governs it; ``status`` is what the
+controller observed and decided, including the bounded scaling history and the intent of an
+action in flight.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from contracts.spark import (
 
 __all__ = [
     "IN_CLUSTER_MASTER", "PROTECTED_SPARK_CONF", "SPARK_CONF_MAX_ENTRIES", "ActionIntent",
-    "AggregateOp", "Aggregation", "AttachSpec", "BurstSource", "Checkpoint", "CheckpointVolume",
+    "AggregateOp", "Aggregation", "Application", "AttachSpec", "BurstSource", "Checkpoint",
+    "CheckpointVolume",
     "Condition", "CustomOp", "DecisionRecord", "DeduplicateOp", "EventTimeWindow",
     "ExecutorSpec", "ExecutorStatus", "FileSource", "FilterOp", "JoinOp", "JoinSide",
     "KafkaSource", "Name", "Operator", "ParseOp", "PolicyRef", "ProjectOp", "SecretKeyRef",
@@ -138,6 +141,53 @@ def _under(path: str, mount: str) -> bool:
     return path == mount or path.startswith(mount + "/")
 
 
+APPLICATION_FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class Application(SpecModel):
+    """The user's own PySpark job, run unmodified (docs/applications.md).
+
+    ``script``: a file that builds a SparkSession with ``SparkSession.builder.getOrCreate()``
+    and starts one streaming query (``spark.readStream ... .writeStream ... .start()``), as
+    Spark's own examples do; it runs as ``__main__`` with ``args`` as ``sys.argv[1:]``.
+    ``module``: ``pkg.mod:function``, called with the SparkSession and ``options``; it returns a
+    ``DataStreamWriter``, a started query, or a streaming DataFrame (written to ``spec.sink``).
+    Either way the runner owns the session, the checkpoint (``spec.checkpoint.location``) and the
+    trigger, and restarts the job from its checkpoint after a repartition or a recovery.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            ("has(self.script) != has(self.module)", "set exactly one of script or module"),
+            ("!has(self.args) || size(self.args) == 0 || has(self.script)",
+             "args are a script's; a module function takes options"),
+        )
+    )
+
+    script: str | None = Field(
+        default=None, min_length=1,
+        description="Path of a PySpark script (in the image, a mounted ConfigMap, or locally).")
+    args: list[str] = Field(
+        default_factory=list, max_length=256, description="The script's sys.argv[1:].")
+    module: str | None = Field(
+        default=None, pattern=APPLICATION_FUNCTION.pattern,
+        description="'package.module:function', called as function(spark, options).")
+    options: dict[str, str] = Field(
+        default_factory=dict, description="Keyword options for the module function.")
+    @model_validator(mode="after")
+    def _one_way_in(self) -> Application:
+        if (self.script is None) == (self.module is None):
+            raise ValueError("set exactly one of script or module")
+        if self.args and self.script is None:
+            raise ValueError("args are a script's; a module function takes options")
+        return self
+
+    @property
+    def label(self) -> str:
+        """How errors and logs name it: the script's path or the module function."""
+        return self.script or self.module or "application"
+
+
 class SecretKeyRef(SpecModel):
     """A key in a Secret."""
 
@@ -162,10 +212,27 @@ class PolicyRef(SpecModel):
 class StreamJobSpec(SpecModel):
     """What to run and under which policy."""
 
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            ("!has(self.application) || !(has(self.source) || has(self.pipeline))",
+             "set either application or source, pipeline and sink"),
+            ("!has(self.application) || !has(self.sink) || has(self.application.module)",
+             "a script writes where it says: sink is for a module function's DataFrame"),
+            ("has(self.application) || (has(self.source) && has(self.pipeline) && "
+             "has(self.sink))",
+             "a pipeline job needs source, pipeline and sink"),
+        )
+    )
+
     policy_ref: PolicyRef = Field(default_factory=PolicyRef)
-    source: Source
-    pipeline: list[Operator] = Field(min_length=1, description="Named operators, in order.")
-    sink: Sink
+    application: Application | None = Field(
+        default=None,
+        description="The user's own PySpark script or function, run unmodified (instead of "
+        "source, pipeline and sink).")
+    source: Source | None = Field(default=None, description="The pipeline's main source.")
+    pipeline: list[Operator] | None = Field(
+        default=None, min_length=1, description="Named operators, in order.")
+    sink: Sink | None = Field(default=None, description="Where the pipeline writes.")
     trigger: Trigger = Field(default_factory=Trigger)
     checkpoint: Checkpoint
     state_partitions: int = Field(
@@ -176,8 +243,32 @@ class StreamJobSpec(SpecModel):
     attach: AttachSpec | None = Field(default=None, description="Attached mode, if set.")
 
     @model_validator(mode="after")
+    def _one_kind_of_job(self) -> StreamJobSpec:
+        parts = {"source": self.source, "pipeline": self.pipeline, "sink": self.sink}
+        given = [k for k, v in parts.items() if v is not None]
+        app = self.application
+        if app is not None and (self.source is not None or self.pipeline is not None):
+            raise ValueError(
+                f"set either application or source, pipeline and sink, not both "
+                f"(also given: {', '.join(given)})")
+        if app is not None and self.sink is not None and app.module is None:
+            raise ValueError("a script writes where it says: sink is for a module function "
+                             "that returns a DataFrame")
+        if self.application is None and len(given) < 3:
+            missing = [k for k in parts if k not in given]
+            raise ValueError(
+                f"a pipeline job needs source, pipeline and sink (missing: {', '.join(missing)}); "
+                "or run your own PySpark job with application.script / application.module")
+        return self
+
+    @property
+    def is_application(self) -> bool:
+        """Whether the job is the user's own PySpark code rather than our pipeline."""
+        return self.application is not None
+
+    @model_validator(mode="after")
     def _names(self) -> StreamJobSpec:
-        names = [op.name for op in self.pipeline]
+        names = [op.name for op in self.pipeline or []]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"operator names must be unique; repeated: {', '.join(dupes)}")

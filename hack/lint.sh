@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 start=$SECONDS
-"$VENV/bin/ruff" check app contracts controller operators tests benchmarks
+"$VENV/bin/ruff" check app contracts controller operators tests benchmarks examples
 "$VENV/bin/mypy" controller/core
 "$VENV/bin/lint-imports" --no-cache
 "$VENV/bin/python" -m contracts.crds --check

@@ -77,6 +77,7 @@ class RunnerActions:
     last_committed_batch: int | None
     resumed_from_batch: int | None
     last_error: str | None
+    file_sink: str | None
     metrics: RunnerMetrics
     options: Any
     initial: int
@@ -211,7 +212,8 @@ class RunnerActions:
             action.result["batch"] = self.last_committed_batch
             if n != old:
                 try:
-                    res = state.repartition(self.spark, self.spec.checkpoint.location, n)
+                    res = state.repartition(self.spark, self.spec.checkpoint.location, n,
+                                            file_sink=self.file_sink)
                     self.partitions = n
                     action.result.update(rows_before=res.rows_before, rows_after=res.rows_after,
                                          repartition_batch=res.batch)

@@ -5,6 +5,7 @@ Usage::
     stream-autoscaler runner --job k8s/samples/wordcount.yaml [--master spark://h:7077]
         [--control-port 8081] [--metrics-port 9108] [--executors N] [--max-executors N]
         [--token-file F] [--ready-file F]
+    stream-autoscaler runner --script my_job.py [--checkpoint DIR] [--name N] [...] -- ARGS
     stream-autoscaler checkpoint inspect DIR [--rows] | backup DIR DEST | restore BACKUP DIR
         | repartition DIR N
 
@@ -18,21 +19,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from contracts.manifests import ManifestError, load_job
+from contracts.api import GROUP_VERSION
+from contracts.manifests import ManifestError, load_job, validate
 from contracts.runner_api import CONTROL_PORT, MAX_PARTITIONS, METRICS_PORT, Phase, StopRequest
+from contracts.streamjob import MAX_JOB_NAME, StreamJob
 
 
 def _runner_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stream-autoscaler runner",
                                 description="Run one streaming job with its metrics and "
                                             "control endpoints.")
-    p.add_argument("--job", required=True, help="StreamJob manifest (YAML)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--job", help="StreamJob manifest (YAML)")
+    what.add_argument("--script", help="your own PySpark script, run unmodified (its arguments "
+                                       "after --): the shorthand for a StreamJob with "
+                                       "spec.application.script")
+    p.add_argument("--name", help="--script: the job's name (default: from the file name)")
+    p.add_argument("--checkpoint", help="--script: the checkpoint location (default: "
+                                        ".stream-autoscaler/<name>/checkpoint)")
+    p.add_argument("--trigger", type=float, default=None,
+                   help="--script: trigger interval in s (default: the StreamJob default)")
     p.add_argument("--master", help="Spark master URL (default: spec.spark.master, else a local "
                                     "mini-cluster)")
     p.add_argument("--control-port", type=int, default=CONTROL_PORT, help="0 = any free port")
@@ -52,12 +65,19 @@ def _runner_parser() -> argparse.ArgumentParser:
 
 def runner_main(argv: list[str]) -> int:
     """Entry point of ``stream-autoscaler runner``."""
+    script_args: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
     args = _runner_parser().parse_args(argv)
     try:
-        job = load_job(args.job)
+        job = load_job(args.job) if args.job else script_job(
+            args.script, script_args, name=args.name, checkpoint=args.checkpoint,
+            trigger=args.trigger)
     except ManifestError as e:
         print("\n".join(e.problems), file=sys.stderr)
         return 2
+    from operators.application import ApplicationError
     from operators.cluster import ClusterError, MiniCluster, free_port
     from operators.control import ControlServer, load_token
     from operators.runner import JobRunner, RunnerOptions
@@ -131,6 +151,9 @@ def runner_main(argv: list[str]) -> int:
     except ValueError as e:  # JobDefinitionError and friends: named problem, no traceback
         print(f"{args.job}: {e}", file=sys.stderr)
         return 2
+    except ApplicationError as e:  # the user's own code: its file and line, no traceback
+        print(f"application {e}", file=sys.stderr)
+        return 1
     finally:
         for s in servers:
             _close(s)
@@ -138,6 +161,25 @@ def runner_main(argv: list[str]) -> int:
             runner.shutdown()
         if cluster is not None:
             cluster.stop()
+
+
+def script_job(script: str, args: list[str], *, name: str | None = None,
+               checkpoint: str | None = None, trigger: float | None = None) -> StreamJob:
+    """The StreamJob ``runner --script`` runs: ``spec.application.script`` with its arguments,
+    named after the file unless ``name`` says otherwise. Raises ManifestError."""
+    if name is None:
+        name = re.sub(r"[^a-z0-9-]+", "-", Path(script).stem.lower()).strip("-")
+        name = (name if name[:1].isalpha() else f"job-{name}")[:MAX_JOB_NAME].rstrip("-")
+    spec: dict[str, Any] = {
+        "application": {"script": script, "args": list(args)},
+        "checkpoint": {"location": checkpoint or str(Path(".stream-autoscaler") / name
+                                                     / "checkpoint")},
+    }
+    if trigger is not None:
+        spec["trigger"] = {"intervalSeconds": trigger}
+    doc = {"apiVersion": GROUP_VERSION, "kind": "StreamJob", "metadata": {"name": name},
+           "spec": spec}
+    return validate(StreamJob, doc, f"--script {script}")
 
 
 def checkpoint_main(argv: list[str]) -> int:
@@ -159,6 +201,9 @@ def checkpoint_main(argv: list[str]) -> int:
     rp = sub.add_parser("repartition", help="repartition state offline (starts local Spark)")
     rp.add_argument("dir")
     rp.add_argument("partitions", type=int)
+    rp.add_argument("--file-sink", metavar="PATH",
+                    help="the query writes to Spark's file sink at PATH: log the repartition's "
+                         "batch in its _spark_metadata, so the output stays readable")
     args = p.parse_args(argv)
     from operators import state
 
@@ -189,7 +234,8 @@ def checkpoint_main(argv: list[str]) -> int:
             state.inspect(args.dir)
             lock = state.CheckpointLock(args.dir)
             try:
-                res = state.repartition(_local_spark(), args.dir, args.partitions)
+                res = state.repartition(_local_spark(), args.dir, args.partitions,
+                                        file_sink=args.file_sink)
             finally:
                 lock.release()
             print(json.dumps(res.__dict__))

@@ -21,8 +21,10 @@ Two sources, because neither has everything (docs/spark-facts.md):
 
 Stage names: a stage that reads no shuffle is the read stage (``source``); stages that read a
 shuffle are the stateful operators in pipeline order (``stateful``), any beyond them
-``stateless``. Every metric is declared in :mod:`contracts.metric_names` (documented in the
-README and docs/runner.md).
+``stateless``. A user's own job (``spec.application``) has no operator names of ours: its
+stateful operators are named from its plan's progress (``aggregate``, ``join``, ``deduplicate``,
+``aggregate#2``: :func:`operators.application.operator_names`). Every metric is declared in
+:mod:`contracts.metric_names` (documented in the README and docs/runner.md).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from prometheus_client import (
 
 from contracts import metric_names as M
 from contracts.runner_api import Phase
+from operators.application import operator_names
 
 disable_created_metrics()  # the *_created series only add noise for gauges-like counters
 BATCH_PARTS = ("addBatch", "commitOffsets", "getBatch", "latestOffset", "queryPlanning",
@@ -72,9 +75,10 @@ class RunnerMetrics:
     """The Prometheus registry of one runner (every metric of :mod:`contracts.metric_names`),
     and the latest values for ``/status`` (:meth:`latest_values`)."""
 
-    def __init__(self, job: str, stateful: Sequence[str] = ()) -> None:
+    def __init__(self, job: str, stateful: Sequence[str] | None = ()) -> None:
         self.job = job
-        self.stateful = list(stateful)
+        self.stateful = list(stateful or [])
+        self._from_plan = stateful is None  # the user's own job: names from its plan
         self.registry = CollectorRegistry()
         self._latest: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -180,6 +184,8 @@ class RunnerMetrics:
         _set(self.processed_rate.labels(j), p.get("processedRowsPerSecond"))
         self.last_batch.labels(j).set(int(p.get("batchId", -1)))
         self.last_progress.labels(j).set(now)
+        if self._from_plan and p.get("stateOperators"):
+            self.stateful = operator_names(p["stateOperators"])
         for i, op in enumerate(p.get("stateOperators") or []):
             name = self.stateful[i] if i < len(self.stateful) else f"stateful-{i}"
             custom = op.get("customMetrics") or {}

@@ -80,7 +80,7 @@ def stateful_operators(spec: StreamJobSpec) -> list[str]:
     stateful = (AggregateOp, DeduplicateOp, JoinOp)
     return [
         op.name
-        for op in spec.pipeline
+        for op in spec.pipeline or []
         if isinstance(op, stateful) or (isinstance(op, CustomOp) and op.stateful)
     ]
 
@@ -89,7 +89,7 @@ def source_partitions(spec: StreamJobSpec) -> int | None:
     """Read-stage partitions per batch of the main source, when the manifest fixes them."""
     from operators.sources import source_partitions as _parts
 
-    return _parts(spec.source)
+    return _parts(spec.source) if spec.source is not None else None
 
 
 def output_mode(spec: StreamJobSpec) -> str:

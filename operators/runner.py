@@ -36,6 +36,7 @@ from contracts.runner_api import (
 from contracts.streamjob import StreamJob
 from operators import state
 from operators.actions import ActionConflict, RunnerActions, first_line
+from operators.application import starter_for
 from operators.exporter import Backlog, RunnerMetrics, StagePoller
 from operators.listener import ProgressListener
 from operators.session import ExecutorPool, SessionOptions, create_session
@@ -85,14 +86,15 @@ class JobRunner(RunnerActions):
         self.last_committed_batch: int | None = None
         self.resumed_from_batch: int | None = None
         self.last_error: str | None = None
+        self.file_sink: str | None = None
         self._init_actions()
         self._lock = threading.RLock()
         self._stopped = threading.Event()
         self._progress = threading.Condition()
-        from operators.job import stateful_operators
-
-        self.metrics = RunnerMetrics(self.name, stateful_operators(self.spec))
-        self._backlog_probe = adapter_for(self.spec.source).backlog_probe(self.spec.source)
+        self.starter = starter_for(job)  # our pipeline, or the user's script or function
+        self.metrics = RunnerMetrics(self.name, self.starter.stateful_operators())
+        source = self.spec.source
+        self._backlog_probe = adapter_for(source).backlog_probe(source) if source else None
         self._poller: StagePoller | None = None
         self._lock_file: state.CheckpointLock | None = None
 
@@ -181,12 +183,10 @@ class JobRunner(RunnerActions):
     # --- the query --------------------------------------------------------------------------
 
     def _start_query(self) -> None:
-        from operators.job import build_query
-
         assert self.spark is not None
-        writer = build_query(self.spark, self.spec, query_name=self.name)
-        self.query = writer.start()
+        self.query = self.starter.start(self.spark)
         self.query_id = str(self.query.id)
+        self.file_sink = state.file_sink_path(self.query)  # a repartition logs its batch there
 
     def _stop_at_boundary(self, gap_wait: float = 2.0) -> None:
         """Stop between batches, so the checkpoint ends on a committed batch.
@@ -207,10 +207,7 @@ class JobRunner(RunnerActions):
         info = state.inspect(self.spec.checkpoint.location)
         if info.uncommitted_batch is not None:
             log.info("stop caught a batch in flight; draining it", batch=info.uncommitted_batch)
-            from operators.job import build_query
-
-            writer = build_query(self.spark, self.spec, query_name=self.name)
-            drain = writer.trigger(once=True).start()
+            drain = self.starter.start(self.spark, once=True)
             self.query = drain
             finished = drain.awaitTermination(self.options.first_commit_timeout)
             if not finished:
@@ -260,10 +257,20 @@ class JobRunner(RunnerActions):
             q = self.query
             with self._lock:
                 busy = self.action is not None
-            if q is not None and not busy and self.phase == Phase.RUNNING and not q.isActive:
+            if busy or self.phase != Phase.RUNNING or q is None:
+                continue
+            failure = self.starter.failure()  # the user's code failed after its query started
+            if failure is not None:
+                with contextlib.suppress(Exception):
+                    if q.isActive:
+                        self._stop_at_boundary()
+                self.last_error = failure
+            elif not q.isActive:
                 self.last_error = first_line(q.exception() or "query terminated")
-                self.metrics.failures.labels(self.name).inc()
-                self._set_phase(Phase.FAILED)
+            else:
+                continue
+            self.metrics.failures.labels(self.name).inc()
+            self._set_phase(Phase.FAILED)
 
     def _publish_executors(self) -> None:
         if self.pool is not None:

@@ -87,11 +87,18 @@ def kafka_jars_for(spec: StreamJobSpec) -> list[str]:
     """Spark's Kafka connector jars (local paths, cached by hack/tools/kafka/resolve.sh) when
     the job reads or writes Kafka; else []. Raises ValueError naming the missing jars."""
     from operators.sources import uses_kafka
-
-    if not uses_kafka(spec):
-        return []
     from operators.sources.kafka import kafka_jars
 
+    if spec.application is not None:
+        # The user's code may read or write Kafka; we cannot know before it runs. The
+        # connector is on the classpath when it is installed (the image, hack/tools/kafka),
+        # as it is for spark-submit --packages; other jars: spec.spark.conf spark.jars.
+        try:
+            return kafka_jars()
+        except ValueError:
+            return []
+    if not uses_kafka(spec):
+        return []
     return kafka_jars()
 
 

@@ -103,6 +103,11 @@ def verify(
     from operators.job import aggregation_alias
     from operators.sinks import read_files_output, read_kafka_output
 
+    if spec.application is not None or spec.sink is None or spec.pipeline is None:
+        raise VerifierError(
+            "verify recomputes a pipeline job (source, pipeline, sink) from its committed input; "
+            f"{spec.application.label if spec.application else 'this job'} is the user's own "
+            "code, whose output only it can judge")
     spark = spark or SparkSession.getActiveSession()
     if spark is None:
         raise VerifierError("verify needs a SparkSession (none is active)")

@@ -79,6 +79,7 @@ def source_partitions(source: Source) -> int | None:
 def uses_kafka(spec: object) -> bool:
     """Whether a job reads or writes Kafka (then the session needs the connector's jars)."""
     sources = [getattr(spec, "source", None)]
-    sources += [op.right.source for op in getattr(spec, "pipeline", []) if isinstance(op, JoinOp)]
+    sources += [op.right.source for op in getattr(spec, "pipeline", None) or []
+                if isinstance(op, JoinOp)]
     reads = any(getattr(ADAPTERS.get(type(s)), "uses_kafka", False) for s in sources)
     return reads or getattr(getattr(spec, "sink", None), "type", "") == "kafka"

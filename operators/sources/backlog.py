@@ -8,7 +8,8 @@ Usage (the runner, on every progress event)::
 Each of the progress's sources is asked of the main source's probe
 (:class:`operators.sources.base.BacklogProbe`: a burst clock, a Kafka lag probe); offsets the
 probe does not know that still count records with one number give records and no age. No
-source with known offsets: None (unknown, never 0). Standard library only.
+source with known offsets: None (unknown, never 0). Without a probe (a user's own job), Kafka
+offsets still give records and per-partition lags, with no age. Standard library only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from operators.sources.base import BacklogProbe, PartitionLag, SourceBacklog
-from operators.sources.offsets import record_count
+from operators.sources.offsets import record_count, topic_offsets
 
 
 def backlog_from_progress(
@@ -52,8 +53,20 @@ def backlog_from_progress(
 
 
 def _counted(end: object, latest: object) -> SourceBacklog | None:
-    """Records between two offsets that count records with one number; no age."""
+    """Records between two offsets that count records with one number, or Kafka's offsets
+    (``{"topic": {"0": n}}``, per partition: a user's own Kafka job, whose source we did not
+    build); no age."""
     done, last = record_count(end), record_count(latest)
-    if done is None or last is None:
+    if done is not None and last is not None:
+        return SourceBacklog(max(0.0, last - done))
+    ends, latests = topic_offsets(end), topic_offsets(latest)
+    if ends is None or latests is None:
         return None
-    return SourceBacklog(max(0.0, last - done))
+    lags: list[PartitionLag] = []
+    for topic, parts in latests.items():
+        for part, last_offset in parts.items():
+            # a partition the batch did not read yet is read from its start (Spark: earliest)
+            behind = max(0, last_offset - ends.get(topic, {}).get(part, 0))
+            lags.append((topic, part, float(behind), None))
+    return SourceBacklog(sum(lag[2] for lag in lags), None, None,
+                         sum(len(p) for p in latests.values()), tuple(lags))

@@ -21,6 +21,7 @@ from operators.state.checkpoint import (
 from operators.state.repartition import (
     RepartitionError,
     RepartitionResult,
+    file_sink_path,
     repartition,
     rollback_unfinished,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "RepartitionError",
     "RepartitionResult",
     "backup",
+    "file_sink_path",
     "inspect",
     "partitions_of",
     "repartition",

@@ -12,6 +12,13 @@ If any step fails, every file the attempt created is removed and every small met
 changed is put back (an uncommitted ``offsets/N+1`` alone makes the next start fail with
 ``STREAMING_UNFINISHED_REPARTITION_DETECTED``), so the query resumes on the old count.
 
+Spark's own file sink (``format("parquet").option("path", ...)``) keeps a log of the files each
+batch committed (``<path>/_spark_metadata/<batch>``), and its readers require one entry per
+batch: the repartition batch N+1 runs no sink, so without an entry the sink's output could no
+longer be read (``_spark_metadata/N+1 doesn't exist``, measured on Spark 4.x). Given the sink's
+path (:func:`file_sink_path` of the running query), the repartition adds the empty entry with
+Spark's own ``FileStreamSinkLog`` (which also compacts when the batch is a compaction batch).
+
 Fault injection for tests: ``STREAM_AUTOSCALER_FAULT=repartition-after-write`` fails the step
 after Spark wrote the new batch; ``repartition-before-write`` fails before it.
 """
@@ -32,6 +39,7 @@ from operators.state.rows import state_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 FAULT_ENV = "STREAM_AUTOSCALER_FAULT"
 _SMALL = 1 << 20  # metadata files are kilobytes; state data is never copied
@@ -61,8 +69,36 @@ class RepartitionResult:
     seconds: float
 
 
+def file_sink_path(query: StreamingQuery) -> str | None:
+    """The output path of a query writing to Spark's file sink (``FileSink[path]``), else
+    None (foreachBatch, Kafka, memory, console, ...)."""
+    try:
+        desc = str(query._jsq.streamingQuery().sink().toString())  # type: ignore[attr-defined]
+    except Exception:  # not a micro-batch query, or a Spark without these accessors
+        return None
+    if desc.startswith("FileSink[") and desc.endswith("]"):
+        return desc[len("FileSink["):-1]
+    return None
+
+
+def _record_sink_batch(spark: SparkSession, sink_path: str, batch: int) -> None:
+    """An empty ``_spark_metadata`` entry for ``batch`` (the repartition's), with Spark's log."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    sinks = jvm.org.apache.spark.sql.execution.streaming.sinks
+    log = sinks.FileStreamSinkLog(sinks.FileStreamSinkLog.VERSION(), spark._jsparkSession,  # type: ignore[attr-defined]
+                                  f"{sink_path.rstrip('/')}/_spark_metadata",
+                                  jvm.scala.Option.empty())
+    latest = log.getLatestBatchId()
+    if latest.isDefined() and int(latest.get()) >= batch:
+        return  # already there (a retried repartition)
+    empty = spark._sc._gateway.new_array(sinks.SinkFileStatus, 0)  # type: ignore[attr-defined]
+    if not log.add(batch, empty):
+        raise RuntimeError(f"the file sink's log {sink_path}/_spark_metadata refused batch {batch}")
+
+
 def repartition(
-    spark: SparkSession, location: str, partitions: int, *, check_rows: bool = True
+    spark: SparkSession, location: str, partitions: int, *, check_rows: bool = True,
+    file_sink: str | None = None,
 ) -> RepartitionResult:
     """Repartition the state of a *stopped* query to ``partitions``; roll back on failure.
 
@@ -104,6 +140,9 @@ def repartition(
         after = sum(state_rows(spark, location).values()) if check_rows else None
         if before != after:
             raise RuntimeError(f"state rows changed from {before} to {after}")
+        if file_sink is not None:
+            step = "file sink log"
+            _record_sink_batch(spark, file_sink, new_batch)
     except Exception as e:  # every failure rolls back, then is reported
         detail = _first_line(e)
         try:

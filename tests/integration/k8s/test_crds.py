@@ -130,6 +130,20 @@ INVALID = [
     ),
     pytest.param(
         streamjob,
+        _set("spec.application", {"script": "/app/job.py"}),
+        ["spec", "set either application or source, pipeline and sink"],
+        id="job-application-and-pipeline-cel",
+    ),
+    pytest.param(
+        streamjob,
+        lambda doc: _set("spec.application", {"script": "/app/job.py", "module": "a:f"})(
+            {**doc, "spec": {k: v for k, v in doc["spec"].items()
+                             if k not in ("source", "pipeline", "sink")}}),
+        ["spec.application", "set exactly one of script or module"],
+        id="job-application-script-and-module-cel",
+    ),
+    pytest.param(
+        streamjob,
         _set("spec.executors.memory", "lots"),
         ["spec.executors.memory"],
         id="job-pattern",

@@ -82,17 +82,20 @@ def write_job(directory: Path, name: str = "rt", rate: int = 2000, partitions: i
 class Runner:
     """A ``stream-autoscaler runner`` subprocess and an HTTP client for its endpoints."""
 
-    def __init__(self, job: Path, master: str, workdir: Path, env: dict[str, str] | None = None,
-                 token: str = "test-token") -> None:
+    def __init__(self, job: Path | list[str], master: str, workdir: Path,
+                 env: dict[str, str] | None = None, token: str = "test-token") -> None:
+        """``job``: a StreamJob manifest, or the runner's arguments for one (``--script F
+        --checkpoint D -- ARGS``, last on the command line)."""
         self.job, self.workdir, self.token = job, workdir, token
         self.ready_file = workdir / f"ready-{time.monotonic_ns()}.json"
         self.log_path = workdir / f"runner-{time.monotonic_ns()}.log"
         token_file = workdir / "token"
         token_file.write_text(token + "\n", encoding="utf-8")
-        cmd = [sys.executable, "-m", "app.cli", "runner", "--job", str(job),
+        what = ["--job", str(job)] if isinstance(job, Path) else list(job)
+        cmd = [sys.executable, "-m", "app.cli", "runner",
                "--master", master, "--control-port", "0", "--metrics-port", "0",
                "--max-executors", "3", "--token-file", str(token_file),
-               "--ready-file", str(self.ready_file)]
+               "--ready-file", str(self.ready_file), *what]
         full_env = {**os.environ, **(env or {})}
         full_env.pop("STREAM_AUTOSCALER_TOKEN", None)
         self.log = self.log_path.open("wb")
@@ -181,7 +184,7 @@ def start_runner(cluster: Any, tmp_path: Path) -> Iterator[Callable[..., Runner]
     """Start runners on the shared cluster; every one left is killed at the end of the test."""
     started: list[Runner] = []
 
-    def start(job: Path, env: dict[str, str] | None = None) -> Runner:
+    def start(job: Path | list[str], env: dict[str, str] | None = None) -> Runner:
         r = Runner(job, cluster.master_url, tmp_path, env)
         started.append(r)
         return r.wait_ready()

@@ -29,10 +29,21 @@ def test_every_shipped_manifest_is_valid(capsys: pytest.CaptureFixture[str]) -> 
          "kind ('Deployment'): must be StreamJob or ScalingPolicy"),
         ("- 1\n", "kind (None): must be StreamJob or ScalingPolicy"),
         ("apiVersion: stream-autoscaler.io/v1alpha1\nkind: StreamJob\nmetadata: {name: x}\n"
-         "spec: {}\n", "spec.source: required field is missing"),
+         "spec: {}\n", "spec.checkpoint: required field is missing"),
+        ("apiVersion: stream-autoscaler.io/v1alpha1\nkind: StreamJob\nmetadata: {name: x}\n"
+         "spec: {checkpoint: {location: /cp}, sink: {type: noop}}\n",
+         "a pipeline job needs source, pipeline and sink (missing: source, pipeline)"),
+        ("apiVersion: stream-autoscaler.io/v1alpha1\nkind: StreamJob\nmetadata: {name: x}\n"
+         "spec: {checkpoint: {location: /cp}, source: {type: burst, trace: t.csv},\n"
+         "  application: {script: a.py}}\n",
+         "set either application or source, pipeline and sink, not both (also given: source)"),
+        ("apiVersion: stream-autoscaler.io/v1alpha1\nkind: StreamJob\nmetadata: {name: x}\n"
+         "spec: {checkpoint: {location: /cp}, application: {script: a.py, module: 'a:f'}}\n",
+         "spec.application: set exactly one of script or module"),
         ("a: [1\n", ":2:1: YAML syntax error"),
     ],
-    ids=["foreign-kind", "not-a-mapping", "incomplete-job", "yaml-syntax"],
+    ids=["foreign-kind", "not-a-mapping", "incomplete-job", "half-a-pipeline", "both-kinds",
+         "script-and-module", "yaml-syntax"],
 )
 def test_a_bad_file_exits_1_naming_file_and_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str

@@ -77,3 +77,15 @@ def test_an_unknown_age_does_not_hide_a_known_one() -> None:
     p = progress((burst(5000, None), burst(5100, None)), (burst(5000), burst(7000)))
     b = backlog_from_progress(p, PROBE, now=8.0)
     assert b is not None and (b.records, b.age_seconds) == (2100.0, 3.0)
+
+
+def test_kafka_offsets_without_a_probe_give_records_and_partition_lags() -> None:
+    # A user's own Kafka job: no probe of ours, Spark's offsets as JSON strings in the progress.
+    end = json.dumps({"clicks": {"0": 100, "1": 250}})
+    latest = json.dumps({"clicks": {"0": 160, "1": 250, "2": 7}})
+    b = backlog_from_progress({"sources": [{"endOffset": end, "latestOffset": latest}]}, None)
+    assert b is not None
+    assert b.records == 67  # a partition new since the batch is read from its start
+    assert b.age_seconds is None and b.source_partitions == 3
+    assert sorted(b.partition_lags) == [("clicks", 0, 60.0, None), ("clicks", 1, 0.0, None),
+                                        ("clicks", 2, 7.0, None)]

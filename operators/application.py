@@ -1,0 +1,459 @@
+"""How the runner starts a job's query: our YAML pipeline, or the user's own PySpark code run
+unmodified (a script, or a ``module:function``).
+
+Usage (the runner; :func:`starter_for` picks the kind from the manifest)::
+
+    starter = starter_for(job)                  # PipelineStarter or ApplicationStarter
+    query = starter.start(spark)                # the job's query, started
+    query = starter.start(spark, once=True)     # one batch from the checkpoint (the drain)
+    starter.failure()                           # what went wrong outside start(), or None
+
+A script runs as ``__main__`` on a thread of the runner, with ``sys.argv = [script, *args]``,
+exactly as ``spark-submit script.py args`` would run it. It does not know about us; what makes
+it scalable is done around it, in this module only:
+
+* ``SparkSession.builder.getOrCreate()`` returns the runner's session (Spark's own rule: an
+  active session is reused; the builder's master and static settings are ignored, its runtime
+  SQL settings such as ``spark.sql.shuffle.partitions`` apply, as they would alone);
+* ``DataStreamWriter.start()``/``toTable()`` is wrapped: the query gets the job's checkpoint
+  (``spec.checkpoint.location``, durable, so it can be stopped, repartitioned and resumed) and
+  the job's trigger, a name if it has none, and is handed to the runner; the script goes on to
+  its ``awaitTermination()``;
+* ``SparkSession.stop()`` from the script is ignored (the session is the runner's); so is the
+  end of the script after its query stopped: a repartition or a recovery stops the query at a
+  batch boundary, the script's ``awaitTermination()`` returns, the script ends, and the runner
+  runs it again: its query resumes from the checkpoint.
+
+One streaming query per job: a script that starts a second one is refused with an error naming
+the line (the second ``start()`` raises in the script, and the runner fails the job after
+stopping the first query at a batch boundary), never scaled by half. A script that raises,
+ends without starting a streaming query, or starts none within ``start_timeout`` raises
+:class:`ApplicationError` naming the script and the line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import runpy
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from contracts.streamjob import Application, StreamJob
+from operators.errors import OperatorsError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = structlog.get_logger("operators.application")
+
+START_TIMEOUT = 180.0
+"""Seconds a script may take to reach its streaming ``start()`` (imports, reading reference
+data) before the runner gives up on it."""
+
+STATE_OPERATOR_KINDS = {
+    "stateStoreSave": "aggregate",
+    "dedupe": "deduplicate",
+    "dedupeWithinWatermark": "deduplicate",
+    "symmetricHashJoin": "join",
+    "flatMapGroupsWithState": "flatMapGroupsWithState",
+    "applyInPandasWithState": "applyInPandasWithState",
+    "transformWithStateExec": "transformWithState",
+    "transformWithStateInPySparkExec": "transformWithState",
+    "globalLimit": "limit",
+    "sessionWindowStateStoreSaveExec": "sessionWindow",
+}
+"""Spark's ``StateOperatorProgress.operatorName`` → the operator kind the metrics name."""
+
+
+class ApplicationError(OperatorsError, RuntimeError):
+    """The user's script or function failed, or did something the runner cannot scale.
+    ``where`` is ``script.py:LINE`` (or the module function); ``problem`` says what."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.where = where
+        self.problem = problem
+
+
+class QueryStarter(Protocol):
+    """What the runner asks of a job kind."""
+
+    label: str
+
+    def start(self, spark: SparkSession, *, once: bool = False) -> StreamingQuery: ...
+
+    def failure(self) -> str | None: ...
+
+    def stateful_operators(self) -> list[str] | None:
+        """The stateful operators' names in plan order; None = learn them from the plan."""
+        ...
+
+
+def starter_for(job: StreamJob) -> QueryStarter:
+    """The starter for a manifest: our pipeline, or the user's application."""
+    if job.spec.application is not None:
+        return ApplicationStarter(job)
+    return PipelineStarter(job)
+
+
+def operator_names(state_operators: list[dict[str, Any]]) -> list[str]:
+    """Names for a plan's stateful operators, from their progress (``operatorName``): the kind
+    (``aggregate``, ``join``, ``deduplicate``, ...) and, when a kind repeats, ``#n`` in plan
+    order (``aggregate#1``, ``aggregate#2``)."""
+    kinds = [STATE_OPERATOR_KINDS.get(str(op.get("operatorName")), str(op.get("operatorName")
+                                                                        or "stateful"))
+             for op in state_operators]
+    seen: dict[str, int] = {}
+    names = []
+    for kind in kinds:
+        seen[kind] = seen.get(kind, 0) + 1
+        names.append(f"{kind}#{seen[kind]}" if kinds.count(kind) > 1 else kind)
+    return names
+
+
+# --- our pipeline --------------------------------------------------------------------------------
+
+
+class PipelineStarter:
+    """A job written as our YAML pipeline: :func:`operators.job.build_query`."""
+
+    def __init__(self, job: StreamJob) -> None:
+        self.job = job
+        self.label = f"pipeline {job.metadata.name}"
+
+    def start(self, spark: SparkSession, *, once: bool = False) -> StreamingQuery:
+        from operators.job import build_query
+
+        writer = build_query(spark, self.job.spec, query_name=self.job.metadata.name)
+        if once:
+            writer = writer.trigger(once=True)
+        return writer.start()
+
+    def failure(self) -> str | None:
+        return None
+
+    def stateful_operators(self) -> list[str] | None:
+        from operators.job import stateful_operators
+
+        return stateful_operators(self.job.spec)
+
+
+# --- the user's application ----------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """One run of the user's code: what it started, how it ended."""
+
+    once: bool
+    started: threading.Event = field(default_factory=threading.Event)
+    ended: threading.Event = field(default_factory=threading.Event)
+    query: StreamingQuery | None = None
+    error: ApplicationError | None = None
+
+
+class ApplicationStarter:
+    """Runs ``spec.application`` (see the module docstring)."""
+
+    def __init__(self, job: StreamJob, start_timeout: float = START_TIMEOUT) -> None:
+        app = job.spec.application
+        assert app is not None
+        self.job = job
+        self.app: Application = app
+        self.label = app.label
+        self.start_timeout = start_timeout
+        self._run: _Run | None = None
+        self._failure: str | None = None
+        if app.script is not None and not Path(app.script).is_file():
+            raise ApplicationError(app.script, "no such script file")
+
+    def stateful_operators(self) -> list[str] | None:
+        return None
+
+    def failure(self) -> str | None:
+        """An error of the user's code after its query started (a second query, a crash
+        after the first ``start()``); None while all is well."""
+        return self._failure
+
+    def start(self, spark: SparkSession, *, once: bool = False) -> StreamingQuery:
+        """Run the user's code until its streaming query starts; return that query."""
+        _install_hooks()
+        run = _Run(once=once)
+        self._run = run
+        if self.app.script is not None:
+            thread = threading.Thread(target=self._run_script, args=(run,), daemon=True,
+                                      name=f"script:{Path(self.app.script).name}")
+            thread.start()
+            deadline = time.monotonic() + self.start_timeout
+            while not run.started.is_set() and not run.ended.is_set():
+                if time.monotonic() > deadline:
+                    raise ApplicationError(
+                        self.app.script, f"started no streaming query in {self.start_timeout:.0f}"
+                        " s (the runner waits for the script's writeStream...start())")
+                run.started.wait(0.1)
+        else:
+            self._call_module(spark, run)
+        if run.query is None:
+            raise run.error or ApplicationError(
+                self.label, "ended without starting a streaming query (a batch job, or "
+                "spark.readStream ... .start() never reached)")
+        return run.query
+
+    # the user's code runs with the hooks bound to this starter on its own thread only
+
+    def _run_script(self, run: _Run) -> None:
+        script = str(self.app.script)
+        argv = sys.argv
+        _BOUND.starter, _BOUND.run = self, run
+        try:
+            sys.argv = [script, *self.app.args]
+            sys.path.insert(0, str(Path(script).resolve().parent))
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as e:
+            if e.code not in (0, None):
+                self._fail(run, ApplicationError(
+                    _where(script, e), f"exited with status {e.code}"))
+        except ApplicationError as e:
+            self._fail(run, e)
+        except BaseException as e:  # the user's code: anything may come out
+            self._fail(run, ApplicationError(_where(script, e), _first_line(e)))
+        finally:
+            sys.argv = argv
+            with contextlib.suppress(ValueError):
+                sys.path.remove(str(Path(script).resolve().parent))
+            _BOUND.starter = _BOUND.run = None
+            run.ended.set()
+
+    def _call_module(self, spark: SparkSession, run: _Run) -> None:
+        from pyspark.sql import DataFrame
+        from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+        target = str(self.app.module)
+        mod_name, func_name = target.split(":", 1)
+        _BOUND.starter, _BOUND.run = self, run
+        try:
+            try:
+                func: Callable[..., Any] = getattr(importlib.import_module(mod_name), func_name)
+            except (ImportError, AttributeError) as e:
+                raise ApplicationError(target, f"cannot import: {_first_line(e)}") from None
+            result = func(spark, dict(self.app.options))
+            if isinstance(result, DataFrame):
+                if not result.isStreaming:
+                    raise ApplicationError(target, "returned a batch DataFrame; the runner "
+                                                   "scales streaming queries (spark.readStream)")
+                sink = self.job.spec.sink
+                if sink is None:
+                    raise ApplicationError(target, "returned a DataFrame but the job has no "
+                                                   "spec.sink to write it to (or return "
+                                                   "df.writeStream...)")
+                from operators.sinks import sink_writer
+
+                result = sink_writer(result, sink, query_name=self.job.metadata.name)
+            if isinstance(result, DataStreamWriter):
+                result = result.start()
+            if not isinstance(result, StreamingQuery):
+                raise ApplicationError(target, f"returned {type(result).__name__}; return a "
+                                               "streaming DataFrame, a DataStreamWriter or a "
+                                               "started query")
+        except ApplicationError as e:
+            run.error = e
+        except Exception as e:  # the user's code
+            run.error = ApplicationError(_where(None, e) or target, _first_line(e))
+        finally:
+            _BOUND.starter = _BOUND.run = None
+            run.ended.set()
+
+    def _fail(self, run: _Run, error: ApplicationError) -> None:
+        if run.query is None:
+            run.error = error
+        else:  # after its query started: the runner's watch fails the job with this
+            self._failure = str(error)
+            log.error("application failed", application=self.label, error=str(error))
+
+    # called from the hooks, on the user's thread
+
+    def _on_start(self, writer: Any, call: Callable[[], StreamingQuery]) -> StreamingQuery:
+        run = _BOUND.run
+        assert run is not None
+        where = _caller(self.app.script) or self.label
+        if run.query is not None:
+            raise ApplicationError(where, "starts a second streaming query; the runner scales "
+                                          "one query per job (run each query as its own job)")
+        recorded: dict[str, str] = writer.__dict__.setdefault("_sa_options", {})
+        self._place_checkpoint(recorded, where)
+        writer.option("checkpointLocation", self.job.spec.checkpoint.location)
+        if not writer.__dict__.get("_sa_named"):
+            writer.queryName(self.job.metadata.name)
+        kind = writer.__dict__.get("_sa_trigger")
+        if kind == "continuous":
+            raise ApplicationError(where, "uses a continuous trigger; the runner scales "
+                                          "micro-batch queries")
+        if run.once:
+            writer.trigger(once=True)
+        else:  # the job's trigger: batch time is judged against it (spec.trigger)
+            seconds = self.job.spec.trigger.interval_seconds
+            if kind is not None:
+                log.info("the job's trigger replaces the script's", script=kind,
+                         job_seconds=seconds)
+            writer.trigger(processingTime=f"{round(seconds * 1000)} milliseconds")
+        query = call()
+        run.query = query
+        log.info("application started its query", application=self.label, at=where,
+                 query=str(query.id), checkpoint=self.job.spec.checkpoint.location)
+        run.started.set()
+        return query
+
+    def _place_checkpoint(self, recorded: dict[str, str], where: str) -> None:
+        """The job's checkpoint replaces the script's own; refuse when that would silently
+        drop the state the script's own checkpoint already holds."""
+        from operators import state
+
+        ours = self.job.spec.checkpoint.location
+        theirs = recorded.get("checkpointlocation")
+        if not theirs or os.path.abspath(theirs) == os.path.abspath(ours):
+            return
+        held = False
+        with contextlib.suppress(Exception):  # unreadable: nothing there we could keep
+            held = (state.inspect(theirs).last_committed_batch is not None
+                    and state.inspect(ours).last_committed_batch is None)
+        if held:
+            raise ApplicationError(where, (
+                f"the script's own checkpoint {theirs} holds committed batches and the "
+                f"job's checkpoint {ours} is empty: point spec.checkpoint.location (runner "
+                f"--checkpoint) at {theirs} to resume it, or move it away"))
+        log.warning("the job's checkpoint replaces the script's", script=theirs, job=ours)
+
+
+# --- the hooks -------------------------------------------------------------------------------
+
+
+class _Bound(threading.local):
+    starter: ApplicationStarter | None = None
+    run: _Run | None = None
+
+
+_BOUND = _Bound()
+_INSTALLED = threading.Lock()
+_installed = False
+
+
+def _install_hooks() -> None:
+    """Wrap ``DataStreamWriter``'s settings and ``start``, and ``SparkSession.stop``, once per
+    process. Outside the user's thread every wrapper is the original call."""
+    global _installed
+    with _INSTALLED:
+        if _installed:
+            return
+        from pyspark.sql import SparkSession
+        from pyspark.sql.streaming import DataStreamWriter
+
+        def record_option(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def option(self: Any, key: str, value: Any) -> Any:
+                self.__dict__.setdefault("_sa_options", {})[key.lower()] = str(value)
+                return orig(self, key, value)
+            return option
+
+        def record_options(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def options(self: Any, **opts: Any) -> Any:
+                rec = self.__dict__.setdefault("_sa_options", {})
+                rec.update({k.lower(): str(v) for k, v in opts.items()})
+                return orig(self, **opts)
+            return options
+
+        def record_name(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def queryName(self: Any, name: str) -> Any:
+                self.__dict__["_sa_named"] = True
+                return orig(self, name)
+            return queryName
+
+        def record_trigger(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def trigger(self: Any, *args: Any, **kwargs: Any) -> Any:
+                given = [k for k, v in kwargs.items() if v not in (None, False)]
+                self.__dict__["_sa_trigger"] = given[0] if given else "processingTime"
+                return orig(self, *args, **kwargs)
+            return trigger
+
+        def hook_start(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def start(self: Any, *args: Any, **kwargs: Any) -> Any:
+                starter = _BOUND.starter
+                if starter is None:
+                    return orig(self, *args, **kwargs)
+                if kwargs.get("queryName"):
+                    self.__dict__["_sa_named"] = True
+                opts = {k.lower(): str(v) for k, v in kwargs.items()
+                        if k not in ("path", "format", "outputMode", "partitionBy",
+                                     "queryName", "tableName")}
+                self.__dict__.setdefault("_sa_options", {}).update(opts)
+                return starter._on_start(self, lambda: orig(self, *args, **kwargs))
+            return start
+
+        def hook_stop(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def stop(self: Any) -> None:
+                if _BOUND.starter is not None:
+                    log.info("the application's spark.stop() is ignored: the session is the "
+                             "runner's", application=_BOUND.starter.label)
+                    return
+                orig(self)
+            return stop
+
+        dsw: Any = DataStreamWriter
+        dsw.option = record_option(dsw.option)
+        dsw.options = record_options(dsw.options)
+        dsw.queryName = record_name(dsw.queryName)
+        dsw.trigger = record_trigger(dsw.trigger)
+        dsw.start = hook_start(dsw.start)
+        dsw.toTable = hook_start(dsw.toTable)
+        session: Any = SparkSession
+        session.stop = hook_stop(session.stop)
+        _installed = True
+
+
+# --- where in the user's code ----------------------------------------------------------------
+
+
+def _frames(e: BaseException | None = None) -> list[traceback.FrameSummary]:
+    if e is not None:
+        return list(traceback.extract_tb(e.__traceback__))
+    return list(traceback.extract_stack())
+
+
+def _where(script: str | None, e: BaseException) -> str:
+    """``file:line`` of the deepest frame of the user's code in ``e``'s traceback."""
+    frames = _frames(e)
+    if script is not None:
+        target = os.path.abspath(script)
+        mine = [f for f in frames if os.path.abspath(f.filename) == target]
+        if mine:
+            return f"{script}:{mine[-1].lineno}"
+        return script
+    user = [f for f in frames if "pyspark" not in f.filename and "/operators/" not in f.filename]
+    return f"{user[-1].filename}:{user[-1].lineno}" if user else ""
+
+
+def _caller(script: str | None) -> str | None:
+    """``script:line`` of the current call inside the script (for the start hook)."""
+    if script is None:
+        return None
+    target = os.path.abspath(script)
+    mine = [f for f in _frames() if os.path.abspath(f.filename) == target]
+    return f"{script}:{mine[-1].lineno}" if mine else None
+
+
+def _first_line(e: BaseException | str) -> str:
+    from operators.actions import first_line
+
+    text = first_line(e)
+    if isinstance(e, BaseException) and not text.startswith(type(e).__name__):
+        return f"{type(e).__name__}: {text}"
+    return text

@@ -1,0 +1,214 @@
+"""The user's own PySpark scripts, unmodified, under the runner (``runner --script``) on a real
+standalone cluster: scaled out and in, repartitioned, the driver killed and the job recovered
+from its checkpoint, every record counted once. The scripts are in ``examples/pyspark/``,
+written as Spark's own examples are; none of them knows about us.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operators import state
+
+from .conftest import REPO
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+EXAMPLES = REPO / "examples" / "pyspark"
+
+
+def _script(name: str, checkpoint: Path, *args: Any) -> list[str]:
+    return ["--script", str(EXAMPLES / name), "--checkpoint", str(checkpoint),
+            "--trigger", "1", "--", *(str(a) for a in args)]
+
+
+def _after(r: Any, batch: int, n: int = 2, timeout: float = 120) -> dict[str, Any]:
+    return r.wait(lambda s: (s["lastCommittedBatch"] or -1) >= batch + n, timeout,
+                  f"{n} batches after {batch}")
+
+
+def _latest_counts(spark: Any, out: Path) -> list[Any]:
+    """Each word's row from the latest batch that updated it (foreachBatch output)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(str(out))
+    w = Window.partitionBy("word").orderBy(F.col("batch").desc())
+    return (df.withColumn("n", F.row_number().over(w)).where("n = 1")
+            .select("word", "count", "max_value").collect())
+
+
+def test_an_unmodified_word_count_scales_repartitions_and_recovers_exactly_once(
+        start_runner, tmp_path, local_spark):
+    cp, out = tmp_path / "cp", tmp_path / "out"
+    job = _script("rate_wordcount.py", cp, out, 1500)
+    r = start_runner(job)
+    st = _after(r, 0, 1)
+    assert st["job"] == "rate-wordcount" and st["phase"] == "Running"
+    # The script sets no shuffle partitions: the job's statePartitions (4 by default) apply at
+    # the first start; the stateful operator is named from the plan.
+    assert st["partitions"] == 4, st
+    metrics = r.metrics()
+    assert 'stream_autoscaler_state_rows{job="rate-wordcount",operator="aggregate"}' in metrics
+
+    up = r.action("/executors", {"target": 3})
+    print("script: scale 1->3", json.dumps(up["timings"]))
+    assert up["state"] == "succeeded" and up["result"]["added"], up
+
+    act = r.action("/repartition", {"partitions": 6})
+    print("script: repartition 4->6", json.dumps(act["timings"]), act["result"])
+    assert act["state"] == "succeeded", act
+    assert act["result"]["rows_before"] == act["result"]["rows_after"] == 100
+    st = _after(r, act["result"]["repartition_batch"], 2)
+    assert st["partitions"] == 6 and st["phase"] == "Running"
+
+    down = r.action("/executors", {"target": 1})
+    print("script: scale 3->1", json.dumps(down["timings"]), down["result"])
+    assert down["state"] == "succeeded" and len(down["result"]["killed"]) == 2
+
+    # The driver dies; a new runner runs the same script again, which resumes the checkpoint.
+    before = r.status()["lastCommittedBatch"]
+    r.kill()
+    r2 = start_runner(job)
+    st = _after(r2, before, 2)
+    assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
+    assert st["partitions"] == 6
+    assert r2.stop() == 0
+
+    # Exactly once: for every word w<k>, the values with remainder k up to its max, once each.
+    info = state.inspect(str(cp))
+    rows = _latest_counts(local_spark, out)
+    assert len(rows) == 100
+    wrong = [(w, c, m) for w, c, m in rows if c != m // 100 + 1]
+    assert not wrong, f"words counted other than once: {wrong[:5]}"
+    total = sum(c for _, c, _ in rows)
+    print(f"script: exactly once over {total} records, {info.last_committed_batch + 1} batches")
+    assert total > 10_000
+
+
+def test_an_unmodified_stream_stream_join_repartitions_both_sides(
+        start_runner, tmp_path, local_spark):
+    cp, out = tmp_path / "cp", tmp_path / "out"
+    r = start_runner(_script("rate_join.py", cp, out, 400))
+    st = _after(r, 0, 2)
+    metrics = r.metrics()
+    assert 'operator="join"' in metrics, "the join's state is not named from the plan"
+    act = r.action("/repartition", {"partitions": 3})
+    print("script join: repartition 4->3", json.dumps(act["timings"]), act["result"])
+    assert act["state"] == "succeeded", act
+    st = _after(r, act["result"]["repartition_batch"], 3)
+    assert st["partitions"] == 3
+    assert r.stop() == 0
+    # The output stays readable through Spark's file sink log (the repartition's batch is in
+    # it), every impression joined at most once, and none is missing but the last seconds'.
+    df = local_spark.read.parquet(str(out))
+    ids = sorted(r.ad_id for r in df.select("ad_id").collect())
+    print(f"script join: {len(ids)} joined rows, {len(set(ids))} distinct ad ids")
+    assert len(ids) > 1000 and len(ids) == len(set(ids)), "an impression joined twice"
+    settled = ids[-1] - 2 * 400
+    assert set(range(settled)) <= set(ids), "an impression that was clicked never joined"
+
+
+def test_the_runner_exits_1_naming_the_scripts_line_and_keeps_the_checkpoint(cluster, tmp_path):
+    script = tmp_path / "broken_job.py"
+    script.write_text("from pyspark.sql import SparkSession\n"
+                      "spark = SparkSession.builder.getOrCreate()\n"
+                      "df = spark.readStream.format('rate').load()\n"
+                      "df.select('no_such_column').writeStream.format('console').start()\n",
+                      encoding="utf-8")
+    cmd = [sys.executable, "-m", "app.cli", "runner", "--master", cluster.master_url,
+           "--control-port", "0", "--metrics-port", "0", "--token-file",
+           str(tmp_path / "token"), "--script", str(script), "--checkpoint",
+           str(tmp_path / "cp")]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240)
+    err = [line for line in done.stderr.splitlines() if line.startswith("application ")]
+    print("runner:", err)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert err and err[0].startswith(f"application {script}:4: AnalysisException: "), err
+    assert "no_such_column" in err[0] and "Traceback" not in done.stderr
+
+
+# --- errors: the user's code, named by file and line ------------------------------------------
+
+
+def _starter(tmp_path: Path, text: str, **spec: Any) -> Any:
+    from contracts.streamjob import StreamJob
+    from operators.application import ApplicationStarter
+
+    script = tmp_path / "user_job.py"
+    script.write_text(text, encoding="utf-8")
+    doc = {"apiVersion": "stream-autoscaler.io/v1alpha1", "kind": "StreamJob",
+           "metadata": {"name": "user-job"},
+           "spec": {"application": {"script": str(script)},
+                    "checkpoint": {"location": str(tmp_path / "cp")}, **spec}}
+    return ApplicationStarter(StreamJob.model_validate(doc), start_timeout=60)
+
+
+HEADER = "from pyspark.sql import SparkSession\nspark = SparkSession.builder.getOrCreate()\n"
+RATE = "spark.readStream.format('rate').load()"
+
+
+@pytest.mark.parametrize(("body", "line", "problem"), [
+    ("x = 1 / 0\n", 3, "ZeroDivisionError: division by zero"),
+    ("spark.range(3).write.format('noop').mode('overwrite').save()\n", None,
+     "ended without starting a streaming query"),
+    ("spark.range(3).writeStream.format('console').start()\n", 3,
+     "can be called only on streaming Dataset"),
+    ("import sys\nsys.exit(3)\n", 4, "exited with status 3"),
+    (f"{RATE}.writeStream.format('console').trigger(continuous='1 second').start()\n", 3,
+     "uses a continuous trigger"),
+], ids=["raises", "batch-job", "batch-dataframe", "exits", "continuous"])
+def test_a_failing_script_is_named_by_file_and_line(tmp_path, local_spark, body, line, problem):
+    from operators.application import ApplicationError
+
+    starter = _starter(tmp_path, HEADER + body)
+    with pytest.raises(ApplicationError) as err:
+        starter.start(local_spark)
+    where = f"{tmp_path / 'user_job.py'}" + (f":{line}" if line else "")
+    print("script error:", err.value)
+    assert err.value.where == where and problem in err.value.problem, str(err.value)
+    assert not local_spark.streams.active, "a query was left running"
+
+
+def test_a_second_query_is_refused_naming_its_line_and_the_first_keeps_its_checkpoint(
+        tmp_path, local_spark):
+    starter = _starter(tmp_path, HEADER + (
+        f"q1 = {RATE}.writeStream.format('noop').start()\n"
+        f"q2 = {RATE}.writeStream.format('noop').start()\n"
+        "q1.awaitTermination()\n"))
+    query = starter.start(local_spark)
+    try:
+        deadline = time.monotonic() + 60
+        while starter.failure() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        failure = starter.failure()
+        print("second query:", failure)
+        assert failure is not None and "user_job.py:4: starts a second streaming query" in failure
+        assert len(local_spark.streams.active) == 1
+        assert query.name == "user-job", "the job's name was not given to the unnamed query"
+    finally:
+        query.stop()
+
+
+def test_the_scripts_own_checkpoint_with_batches_is_not_silently_replaced(tmp_path, local_spark):
+    own = tmp_path / "own-cp"
+    q = (local_spark.readStream.format("rate").load().writeStream.format("noop")
+         .option("checkpointLocation", str(own)).trigger(once=True).start())
+    q.awaitTermination(60)
+    starter = _starter(tmp_path, HEADER + (
+        f"q = {RATE}.writeStream.format('noop').option('checkpointLocation', {str(own)!r})"
+        ".start()\nq.awaitTermination()\n"))
+    from operators.application import ApplicationError
+
+    with pytest.raises(ApplicationError) as err:
+        starter.start(local_spark)
+    print("own checkpoint:", err.value)
+    assert f"the script's own checkpoint {own} holds committed batches" in str(err.value)
+    assert state.inspect(str(own)).last_committed_batch == 0, "the script's checkpoint changed"
