@@ -1,0 +1,163 @@
+"""A user's Kafka script, unmodified, as a StreamJob (``spec.application.script``) under the
+runner: a windowed word count with a watermark (``examples/pyspark/kafka_windowed_wordcount.py``,
+written as Spark's own Kafka example) reading a topic the load generator fills, scaled out,
+repartitioned, its driver killed and the job recovered from the checkpoint, and every window's
+count exactly the records the topic holds for it — computed again from the topic.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.local.processes import RunnerProcess
+from controller.local.prometheus_server import free_port
+from operators.loadgen import LoadGenerator, burst_spec
+from tests.integration.kafka.conftest import REPO, topic_name, trace_file
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SCRIPT = REPO / "examples" / "pyspark" / "kafka_windowed_wordcount.py"
+
+
+def _job(tmp: Path, bootstrap: str, topic: str) -> tuple[Path, Path, Path]:
+    cp, out = tmp / "cp", tmp / "out"
+    doc = {
+        "apiVersion": "stream-autoscaler.io/v1alpha1",
+        "kind": "StreamJob",
+        "metadata": {"name": "kafka-script"},
+        "spec": {
+            "application": {"script": str(SCRIPT),
+                            "args": [bootstrap, topic, str(out), "20000"]},
+            "trigger": {"intervalSeconds": 1},
+            "checkpoint": {"location": str(cp)},
+            "statePartitions": 4,
+            "executors": {"initial": 1, "cores": 1, "memory": "512m"},
+        },
+    }
+    path = tmp / "job.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path, cp, out
+
+
+def _wait(runner: RunnerProcess, pred: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    st = None
+    while time.monotonic() < deadline:
+        try:
+            st = runner.client.status()
+        except Exception:  # restarting
+            st = None
+        if st is not None and pred(st):
+            return st
+        time.sleep(0.5)
+    tail = (runner.workdir / "runner.log").read_text(errors="replace")[-3000:]
+    raise AssertionError(f"timed out waiting for {what}; last {st}\n{tail}")
+
+
+def _action(runner: RunnerProcess, answer: Any) -> Any:
+    st = _wait(runner, lambda s: s.last_action is not None
+               and s.last_action.id == answer.action, 240, f"action {answer.action}")
+    return st.last_action
+
+
+def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_once(
+    broker: str, spark: Any, cluster: Any, tmp_path: Path
+) -> None:
+    topic = topic_name("script-in")
+    # 2,000 records/s for 70 s with a 10,000/s burst at 20-30 s: ~230k records over 50 words.
+    trace = trace_file(tmp_path, [(0, 2_000), (20, 10_000), (30, 2_000)])
+    gen = LoadGenerator(broker, topic, burst_spec(trace, keys=50, seed=13), partitions=2)
+    gen.create_topic()
+    job, cp, out = _job(tmp_path, broker, topic)
+    token = tmp_path / "token"
+    token.write_text(secrets.token_urlsafe(16))
+    runner = RunnerProcess(job, cluster.master_url, tmp_path / "runner", free_port(),
+                           free_port(), executors=1, max_executors=2, token_file=token)
+    runner.workdir.mkdir()
+    stats: dict[str, Any] = {}
+    load = threading.Thread(target=lambda: stats.update(s=gen.run(duration=70)), daemon=True)
+    try:
+        runner.start()
+        load.start()
+        st = _wait(runner, lambda s: (s.last_committed_batch or -1) >= 2, 120, "batches")
+        metrics = _scrape(runner)
+        assert 'operator="aggregate"' in metrics, "the plan's aggregate is not named"
+        # Kafka's offsets in the progress give the backlog, per partition, without our source.
+        assert f'stream_autoscaler_kafka_offsets_behind_latest{{job="kafka-script",' \
+               f'partition="0",topic="{topic}"}}' in metrics, metrics[-2000:]
+        assert st.backlog.records is not None
+
+        up = _action(runner, runner.client.set_executors(2))
+        print("kafka script: scale 1->2", json.dumps(up.timings))
+        assert up.state == "succeeded", up
+
+        rep = _action(runner, runner.client.repartition(3))
+        print("kafka script: repartition 4->3", json.dumps(rep.timings), rep.result)
+        assert rep.state == "succeeded", rep
+
+        # The driver dies mid-stream; the same StreamJob starts again on the checkpoint.
+        before = runner.client.status().last_committed_batch or 0
+        runner.kill()
+        t_kill = time.monotonic()
+        runner.start(executors=1)
+        st = _wait(runner, lambda s: (s.last_committed_batch or -1) > before + 1, 180,
+                   "batches after the restart")
+        print(f"kafka script: driver kill -> batch {st.last_committed_batch} in "
+              f"{time.monotonic() - t_kill:.1f} s, resumed from {st.resumed_from_batch}")
+        assert st.partitions == 3 and st.resumed_from_batch is not None
+
+        load.join(120)
+        assert "s" in stats, "the load generator did not finish"
+        st = _wait(runner, lambda s: (s.backlog.records == 0
+                                      and (s.last_committed_batch or 0) > before + 3),
+                   240, "the backlog drained")
+        time.sleep(3)  # a no-data batch emits the windows the last watermark closed
+    finally:
+        gen.stop_event.set()
+        assert runner.stop() == 0
+    from operators import state
+
+    assert state.inspect(str(cp)).partitions == 3
+    _check_windows(spark, broker, topic, out, stats["s"].records)
+
+
+def _scrape(runner: RunnerProcess) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{runner.metrics_port}/metrics",
+                                timeout=10) as r:
+        return r.read().decode()
+
+
+def _check_windows(spark: Any, broker: str, topic: str, out: Path, written: int) -> None:
+    """Every emitted (window, word) counts exactly the topic's records in it; none twice; every
+    window the final watermark closed is there."""
+    from pyspark.sql import functions as F
+
+    records = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker)
+               .option("subscribe", topic).option("startingOffsets", "earliest").load()
+               .selectExpr("CAST(key AS STRING) AS word", "timestamp"))
+    assert records.count() == written
+    expected = {(r.window_start, r.word): r["count"] for r in records.groupBy(
+        F.window("timestamp", "10 seconds").start.alias("window_start"), "word").count()
+        .collect()}
+    emitted = spark.read.parquet(str(out)).collect()
+    keys = [(r.window_start, r.word) for r in emitted]
+    assert len(keys) == len(set(keys)), "a window was written twice"
+    wrong = [(k, r["count"], expected.get(k)) for k, r in zip(keys, emitted, strict=True)
+             if expected.get(k) != r["count"]]
+    assert not wrong, f"windows counted other than once: {wrong[:5]}"
+    latest = records.agg(F.max("timestamp")).first()[0]
+    closed = {k for k in expected if k[0].timestamp() + 10 <= latest.timestamp() - 10 - 1}
+    missing = closed - set(keys)
+    assert not missing, f"{len(missing)} closed windows never written, e.g. {sorted(missing)[:3]}"
+    print(f"kafka script: exactly once: {len(keys)} (window, word) rows, "
+          f"{sum(r['count'] for r in emitted)} of {written} records in closed windows")
