@@ -288,3 +288,72 @@ def test_the_controller_reads_and_scales_an_unmodified_script_job(cluster, tmp_p
     finally:
         loop.stop()
         assert runner.stop() == 0
+
+
+# --- a module function --------------------------------------------------------------------------
+
+
+MODULE = '''
+def as_dataframe(spark, options):
+    return spark.readStream.format("rate").option("rowsPerSecond", options["rate"]).load()
+
+def as_writer(spark, options):
+    return as_dataframe(spark, options).writeStream.format("noop")
+
+def as_query(spark, options):
+    return as_writer(spark, options).start()
+
+def as_batch(spark, options):
+    return spark.range(3)
+'''
+
+
+@pytest.mark.parametrize("function", ["as_dataframe", "as_writer", "as_query"])
+def test_a_module_function_returns_a_dataframe_a_writer_or_a_query(
+        tmp_path, local_spark, monkeypatch, function):
+    from contracts.streamjob import StreamJob
+    from operators.application import ApplicationStarter
+
+    (tmp_path / "user_functions.py").write_text(MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec: dict[str, Any] = {"application": {"module": f"user_functions:{function}",
+                                            "options": {"rate": "50"}},
+                            "checkpoint": {"location": str(tmp_path / "cp")}}
+    if function == "as_dataframe":
+        spec["sink"] = {"type": "noop", "outputMode": "append"}
+    job = StreamJob.model_validate({"apiVersion": "stream-autoscaler.io/v1alpha1",
+                                    "kind": "StreamJob", "metadata": {"name": "fn-job"},
+                                    "spec": spec})
+    query = ApplicationStarter(job).start(local_spark)
+    try:
+        query.processAllAvailable()
+        assert query.isActive and query.name == "fn-job"
+        assert state.inspect(str(tmp_path / "cp")).last_committed_batch is not None, \
+            "the query did not write the job's checkpoint"
+    finally:
+        query.stop()
+
+
+@pytest.mark.parametrize(("target", "problem"), [
+    ("user_functions:as_batch", "returned a batch DataFrame"),
+    ("user_functions:as_dataframe", "no spec.sink to write it to"),
+    ("user_functions:nowhere", "cannot import"),
+    ("no_such_module:f", "cannot import"),
+])
+def test_a_module_function_that_cannot_run_is_named(tmp_path, local_spark, monkeypatch,
+                                                    target, problem):
+    from contracts.streamjob import StreamJob
+    from operators.application import ApplicationError, ApplicationStarter
+
+    (tmp_path / "user_functions.py").write_text(MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    job = StreamJob.model_validate({
+        "apiVersion": "stream-autoscaler.io/v1alpha1", "kind": "StreamJob",
+        "metadata": {"name": "fn-job"},
+        "spec": {"application": {"module": target, "options": {"rate": "5"}},
+                 "checkpoint": {"location": str(tmp_path / "cp")}}})
+    with pytest.raises(ApplicationError) as err:
+        ApplicationStarter(job).start(local_spark)
+    print("module error:", err.value)
+    assert err.value.where == target and problem in err.value.problem, str(err.value)
+    assert not local_spark.streams.active
