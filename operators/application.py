@@ -277,9 +277,14 @@ class ApplicationStarter:
     def _fail(self, run: _Run, error: ApplicationError) -> None:
         if run.query is None:
             run.error = error
-        else:  # after its query started: the runner's watch fails the job with this
+        elif run is self._run and run.query.isActive:
+            # while its query runs (a second start(), a crash beside it): the runner's watch
+            # stops the query at a batch boundary and fails the job with this
             self._failure = str(error)
             log.error("application failed", application=self.label, error=str(error))
+        else:  # after the runner stopped its query (a repartition, a scale-in, a stop)
+            log.warning("the application raised after its query stopped; ignored",
+                        application=self.label, error=str(error))
 
     # called from the hooks, on the user's thread
 

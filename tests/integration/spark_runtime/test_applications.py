@@ -197,6 +197,26 @@ def test_a_second_query_is_refused_naming_its_line_and_the_first_keeps_its_check
         query.stop()
 
 
+def test_what_a_script_does_after_the_runner_stopped_its_query_fails_nothing(
+        tmp_path, local_spark):
+    # A repartition stops the query; awaitTermination() returns and the script runs on to its
+    # end. Whatever it does there (here: raise) must not fail the job the runner resumes.
+    starter = _starter(tmp_path, HEADER + (
+        f"q = {RATE}.writeStream.format('noop').start()\n"
+        "q.awaitTermination()\n"
+        "spark.stop()\n"
+        "raise RuntimeError('the script ended its way')\n"))
+    query = starter.start(local_spark)
+    query.stop()
+    time.sleep(2)
+    assert starter.failure() is None
+    again = starter.start(local_spark)  # the script runs again, on the same checkpoint
+    try:
+        assert again.isActive and local_spark.sparkContext._jsc is not None
+    finally:
+        again.stop()
+
+
 def test_the_scripts_own_checkpoint_with_batches_is_not_silently_replaced(tmp_path, local_spark):
     own = tmp_path / "own-cp"
     q = (local_spark.readStream.format("rate").load().writeStream.format("noop")
