@@ -11,9 +11,13 @@ driver overhead that executors do not shrink. So, at arrival rate ``R`` and trig
 So utilization means the same with a 0.1 s or a 0.5 s overhead: the share of the executors' time
 budget in use. The overhead itself is reported (and a longer trigger suggested), not scaled.
 
-``spread[s] >= 1`` is a wall-time inflation over a perfect spread (stragglers); measured costs
-use 1: wall times mix batches that ran at different parallelism (before and after an action),
-so only busy time is trusted (DS2), and skew is diagnosed from task times instead.
+``spread[s] >= 1`` is a wall-time inflation over a perfect spread (stragglers, task launch, stage
+barriers). Busy time is trusted first (DS2): at a light load the wall time is mostly fixed
+per-task cost, and wall times mix batches that ran at different parallelism. But a job whose
+batches fill :data:`WALL_FIT_BATCH_SHARE` of the trigger shows its real cost at its layout: when
+the batches' wall time per record (less the fixed overhead) exceeds the busy-time model by more
+than :data:`WALL_FIT_MIN_RATIO`, every stage's spread is that ratio (:func:`wall_fit`), so a job
+that falls behind is never credited with a capacity it does not deliver.
 For the stateful stage, ``slots_s`` is capped by the slots that held state when the query last
 started: stateful tasks stick to the executors with their state store (docs/spark-facts.md), so
 executors added in place help it only after a restart or repartition.
@@ -22,11 +26,19 @@ executors added in place help it only after a restart or repartition.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.core.snapshot import MetricsSnapshot, StageKind
 
 _PSEUDO_STAGE = "job"
+
+WALL_FIT_BATCH_SHARE = 0.8
+"""From batches this long (share of the trigger interval) on, their wall time is the job's cost:
+the fixed per-task cost that inflates short batches is then a small part of it."""
+
+WALL_FIT_MIN_RATIO = 1.15
+"""Wall time per record over the busy-time model below this ratio is noise (metrics timing,
+task launch): the model stays as measured."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,8 @@ class CapacityModel:
     current_partitions: int | None
     batch_seconds: float = 0.0
     """Mean batch duration in the window (s); longer than the trigger while catching up."""
+    wall_ratio: float = 1.0
+    """The spread applied from :func:`wall_fit` (1 = the busy-time model as measured)."""
 
     @staticmethod
     def from_snapshot(s: MetricsSnapshot) -> CapacityModel | None:
@@ -90,7 +104,7 @@ class CapacityModel:
                 return None
             stages.append(fallback)
         stateful = s.stateful_stage()
-        return CapacityModel(
+        measured = CapacityModel(
             stages=tuple(stages),
             overhead_seconds=s.overhead_seconds or 0.0,
             interval_seconds=s.trigger_interval_seconds or 0.0,
@@ -99,6 +113,7 @@ class CapacityModel:
             current_partitions=stateful.partitions if stateful else None,
             batch_seconds=s.batch_duration_seconds or 0.0,
         )
+        return wall_fit(measured, s, records)
 
     # -- the model --------------------------------------------------------------------------
 
@@ -165,6 +180,25 @@ class CapacityModel:
         return max(self.stages, key=wall)
 
 
+def wall_fit(model: CapacityModel, s: MetricsSnapshot, records: float) -> CapacityModel:
+    """``model`` with every stage's spread set to the batches' observed wall time per record
+    over the modelled one, when the batches are long enough to show it and the gap is real."""
+    if not s.batches or model.interval_seconds <= 0 or records <= 0:
+        return model
+    if model.batch_seconds < WALL_FIT_BATCH_SHARE * model.interval_seconds:
+        return model
+    current = Layout(model.current_executors, model.current_partitions, restart=False)
+    modelled = model.work_seconds_per_record(current)
+    work = model.batch_seconds - model.overhead_seconds
+    if not math.isfinite(modelled) or modelled <= 0 or work <= 0:
+        return model
+    ratio = work * s.batches / records / modelled
+    if ratio < WALL_FIT_MIN_RATIO:
+        return model
+    stages = tuple(replace(st, spread=st.spread * ratio) for st in model.stages)
+    return replace(model, stages=stages, wall_ratio=ratio)
+
+
 def _records_in_window(s: MetricsSnapshot) -> float | None:
     """Source records processed in the window: the read stage's rows, else rate x window."""
     for st in s.stages:
@@ -176,10 +210,17 @@ def _records_in_window(s: MetricsSnapshot) -> float | None:
 
 
 def _fallback_stage(s: MetricsSnapshot, records: float, slots: int) -> StageCost | None:
-    """Without per-stage metrics: the whole batch as one stage, from batch durations."""
+    """Without per-stage metrics: the whole batch as one stage, from batch durations.
+
+    When the source's partitions are known, the batch is taken as capped by them (the read
+    stage is part of every batch): without stage metrics, slots beyond the source's partitions
+    are a guess, and the cap is what is known."""
     if s.batch_duration_seconds is None or s.batches is None or s.batches <= 0:
         return None
     work = max(0.0, s.batch_duration_seconds - (s.overhead_seconds or 0.0)) * s.batches
     if work <= 0:
         return None
+    cap = s.source_partitions
+    if cap is not None:
+        return StageCost(_PSEUDO_STAGE, "source", work * min(slots, cap) / records, cap, 1.0)
     return StageCost(_PSEUDO_STAGE, "stateless", work * slots / records, None, 1.0)

@@ -40,6 +40,11 @@ def diagnose(
     rate = s.arrival_rate if s.arrival_rate is not None else (s.processed_rate or 0.0)
     util = model.utilization(rate, layout)
     evidence = [f"busy {util:.0%} of the batch budget at {rate:,.0f} records/s"]
+    if model.wall_ratio > 1.0:
+        evidence.append(
+            f"batches of {model.batch_seconds:.2f} s (trigger {model.interval_seconds:g} s) take "
+            f"{model.wall_ratio:.2f}x the tasks' busy time per record: capacity from wall time"
+        )
     d = policy.diagnosis
 
     if s.memory_used_ratio is not None and s.memory_used_ratio > d.memory_pressure_ratio:

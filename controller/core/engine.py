@@ -14,7 +14,9 @@ The pipeline, in order (each step may end in a hold that says why):
    after an action; moves that did not help before stay blocked (Dhalion's blacklist).
 
 Every threshold is a policy field (:mod:`contracts.policy`) except
-:data:`~controller.core.sizing.WORTHWHILE_SHARE`, documented where it is declared.
+:data:`~controller.core.sizing.WORTHWHILE_SHARE` and the capacity model's wall-time fit
+(:data:`~controller.core.capacity.WALL_FIT_BATCH_SHARE`,
+:data:`~controller.core.capacity.WALL_FIT_MIN_RATIO`), documented where they are declared.
 """
 
 from __future__ import annotations

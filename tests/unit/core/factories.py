@@ -34,14 +34,14 @@ def snapshot(
     capacity = slots / (READ_COST + STATE_COST)
     processed = min(arrival or 0.0, capacity) if backlog == 0 else capacity
     records = processed * window
+    batches, overhead = 30, 0.1
     fields: dict[str, Any] = {
         "job": "wordcount",
         "observed_at": observed_at,
         "window_seconds": window,
-        "batches": 30,
+        "batches": batches,
         "trigger_interval_seconds": 1.0,
-        "batch_duration_seconds": 0.8,
-        "overhead_seconds": 0.1,
+        "overhead_seconds": overhead,
         "arrival_rate": arrival,
         "processed_rate": processed,
         "backlog_records": backlog,
@@ -71,7 +71,19 @@ def snapshot(
         ),
     }
     fields.update(overrides)
+    if "batch_duration_seconds" not in overrides:
+        fields["batch_duration_seconds"] = overhead + _work_per_batch(fields, slots)
     return MetricsSnapshot(**fields)
+
+
+def _work_per_batch(fields: dict[str, Any], slots: int) -> float:
+    """A batch's wall time for work: each stage's busy time spread over its usable slots
+    (no stragglers), so the snapshot's batches agree with its busy times."""
+    total = 0.0
+    for st in fields["stages"]:
+        cap = st.partitions or slots
+        total += (st.busy_seconds or 0.0) / max(1, min(slots, cap))
+    return total / max(1, fields["batches"] or 1)
 
 
 def history(*entries: tuple[float, str, int] | HistoryEntry) -> ScalingHistory:
