@@ -161,6 +161,9 @@ class Application(SpecModel):
             ("has(self.script) != has(self.module)", "set exactly one of script or module"),
             ("!has(self.args) || size(self.args) == 0 || has(self.script)",
              "args are a script's; a module function takes options"),
+            ("!has(self.configMap) || (has(self.script) && !self.script.contains('/'))",
+             "with configMap, script is the key of the ConfigMap that holds the script "
+             "(a file name, no '/')"),
         )
     )
 
@@ -174,12 +177,23 @@ class Application(SpecModel):
         description="'package.module:function', called as function(spark, options).")
     options: dict[str, str] = Field(
         default_factory=dict, description="Keyword options for the module function.")
+    config_map: str | None = Field(
+        default=None, max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="A ConfigMap in the job's namespace holding the script under the key "
+                    "`script`; the controller mounts it read-only in the driver pod.")
+
     @model_validator(mode="after")
     def _one_way_in(self) -> Application:
         if (self.script is None) == (self.module is None):
             raise ValueError("set exactly one of script or module")
         if self.args and self.script is None:
             raise ValueError("args are a script's; a module function takes options")
+        if self.config_map is not None and (self.script is None or "/" in self.script):
+            raise ValueError(
+                "with configMap, script is the key of the ConfigMap that holds the script "
+                "(a file name, no '/')"
+            )
         return self
 
     @property

@@ -78,6 +78,7 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "secret": _perms("", "secrets", "get"),
     "secret_value": _perms("", "secrets", "get"),
     "update_config_map_data": _perms("", "configmaps", "patch"),
+    "config_map_keys": _perms("", "configmaps", "get"),
     "read_pod": _perms("", "pods", "get"),
     "delete_pod": _perms("", "pods", "delete"),
     "event": _perms("", "events", "create"),
@@ -208,6 +209,16 @@ class KubeApi:
         data = {k: base64.b64decode(v).decode(errors="replace")
                 for k, v in (s.data or {}).items()}
         return meta, data
+
+    def config_map_keys(self, namespace: str, name: str) -> set[str]:
+        """The keys of a ConfigMap (data and binaryData). NotFound if it does not exist."""
+        try:
+            cm = self.core.read_namespaced_config_map(
+                name, namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS
+            )
+        except ApiException as e:
+            _raise(e)
+        return set(cm.data or {}) | set(cm.binary_data or {})
 
     def secret_value(self, namespace: str, name: str, key: str) -> str:
         """One key of a Secret, decoded. NotFound if the Secret or the key is missing."""

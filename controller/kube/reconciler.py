@@ -206,6 +206,26 @@ class Reconciler:
             raise Degraded("TokenSecretNotAllowed", problem)
         return cached[1]
 
+    def _check_application(self, namespace: str, job: StreamJob) -> None:
+        """A script from a ConfigMap: the ConfigMap and its key exist before the driver pod is
+        made (else the pod would wait in ContainerCreating, saying nothing on the job)."""
+        app = job.spec.application
+        if app is None or app.config_map is None:
+            return
+        try:
+            keys = self.api.config_map_keys(namespace, app.config_map)
+        except NotFound:
+            raise Degraded(
+                "ApplicationNotFound",
+                f"spec.application.configMap: ConfigMap {namespace}/{app.config_map} not found",
+            ) from None
+        if app.script not in keys:
+            raise Degraded(
+                "ApplicationNotFound",
+                f"spec.application.script: ConfigMap {namespace}/{app.config_map} has no key "
+                f"{app.script!r} (keys: {', '.join(sorted(keys)) or 'none'})",
+            )
+
     def _ensure_managed(
         self, key: Key, obj: Obj, job: StreamJob, policy: ScalingPolicySpec, draft: StatusDraft
     ) -> Target | None:
@@ -238,6 +258,7 @@ class Reconciler:
                 draft.condition("Ready", "False", "DriverEnded",
                                 f"driver pod ended ({pod_phase}); restarting it")
                 return None
+            self._check_application(key[0], job)
             try:
                 self.api.ensure(
                     "Pod", key[0],

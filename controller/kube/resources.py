@@ -39,6 +39,9 @@ MANIFEST_DIR = "/etc/stream-autoscaler"
 EXECUTOR_TEMPLATE_KEY = "executor-pod.yaml"
 """Spark's executor pod template, in the manifest ConfigMap beside the job (mounted in the
 driver, which reads it when it creates executors)."""
+APPLICATION_DIR = "/opt/stream-autoscaler/application"
+"""Where the driver pod mounts ``spec.application.configMap`` (read-only)."""
+APPLICATION_VOLUME = "application"
 EXECUTOR_CONTAINER = "executor"
 RUN_AS = 10001
 """The image's user and group (Dockerfile: ``USER 10001:10001``)."""
@@ -161,7 +164,14 @@ def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors:
         **owned_spark_conf(job, names, s),
     }
     spark = job.spec.spark.model_copy(update={"master": IN_CLUSTER_MASTER, "conf": conf})
-    spec = job.spec.model_copy(update={"spark": spark, "attach": None})
+    update: dict[str, object] = {"spark": spark, "attach": None}
+    app = job.spec.application
+    if app is not None and app.config_map is not None and app.script is not None:
+        # the driver runs the script where its pod mounts the ConfigMap
+        update["application"] = app.model_copy(
+            update={"script": f"{APPLICATION_DIR}/{app.script}", "config_map": None}
+        )
+    spec = job.spec.model_copy(update=update)
     doc = job.model_copy(update={"spec": spec, "status": None}).model_dump(
         by_alias=True, exclude_none=True, mode="json"
     )
@@ -315,6 +325,12 @@ def driver_pod(
         volumes.append(
             {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": vol.claim_name}}
         )
+    app = job.spec.application
+    if app is not None and app.config_map is not None:  # the user's script, read-only
+        mounts.append(
+            {"name": APPLICATION_VOLUME, "mountPath": APPLICATION_DIR, "readOnly": True}
+        )
+        volumes.append({"name": APPLICATION_VOLUME, "configMap": {"name": app.config_map}})
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -106,6 +106,52 @@ def test_managed_job_gets_owned_objects_and_status(
     assert ("PHASE" in wide and "EXECUTORS" in wide and "Pending" in wide) or "Running" in wide
 
 
+def test_a_script_from_a_configmap_is_checked_then_mounted_in_the_driver(
+    kubectl: Tool, ns: str, controller: ControllerProc
+) -> None:
+    """``spec.application.configMap``: until the ConfigMap holds the script the job is Degraded
+    ``ApplicationNotFound`` naming what is missing (no driver pod waiting on a volume); then the
+    driver pod mounts it read-only and the manifest it runs points at the mounted script."""
+    kubectl("create", "serviceaccount", "stream-autoscaler-spark", "-n", ns)
+    doc = yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-script.yaml").read_text())
+    doc["metadata"] = {"name": "script", "namespace": ns}
+    doc["spec"]["policyRef"] = {"name": "fast"}
+    doc["spec"]["application"] = {"configMap": "wordcount-script", "script": "wordcount.py",
+                                  "args": ["/out"]}
+    apply(kubectl, doc)
+
+    def degraded() -> dict[str, Any] | None:
+        st = status(kubectl, ns, "script")
+        return next((c for c in st.get("conditions", []) if c["type"] == "Degraded"
+                     and c["status"] == "True"), None)
+
+    cond = wait_for("Degraded", degraded)
+    assert cond["reason"] == "ApplicationNotFound", cond
+    assert f"ConfigMap {ns}/wordcount-script not found" in cond["message"], cond
+    assert kubectl("get", "pod", "script-driver", "-n", ns, check=False).returncode != 0
+    script = (REPO / "examples" / "pyspark" / "rate_wordcount.py").read_text()
+    kubectl("create", "configmap", "wordcount-script", "-n", ns,
+            f"--from-literal=other.py={script}")
+    cond = wait_for("the missing key named", lambda: (c := degraded()) and "has no key" in c[
+        "message"] and c)
+    assert "'wordcount.py' (keys: other.py)" in cond["message"], cond
+    kubectl("delete", "configmap", "wordcount-script", "-n", ns)
+    kubectl("create", "configmap", "wordcount-script", "-n", ns,
+            f"--from-literal=wordcount.py={script}")
+    pod = wait_for("the driver pod", lambda: kubectl.json("get", "pod", "script-driver",
+                                                          "-n", ns))
+    container = pod["spec"]["containers"][0]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "application")
+    assert (mount["mountPath"], mount.get("readOnly")) == (
+        "/opt/stream-autoscaler/application", True)
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "application")
+    assert volume["configMap"]["name"] == "wordcount-script"
+    manifest = yaml.safe_load(
+        kubectl.json("get", "configmap", "script-manifest", "-n", ns)["data"]["job.yaml"])
+    assert manifest["spec"]["application"]["script"] == (
+        "/opt/stream-autoscaler/application/wordcount.py")
+
+
 # --- policies ---------------------------------------------------------------------------------
 
 

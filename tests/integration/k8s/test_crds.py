@@ -144,6 +144,14 @@ INVALID = [
     ),
     pytest.param(
         streamjob,
+        lambda doc: _set("spec.application", {"script": "/app/job.py", "configMap": "jobs"})(
+            {**doc, "spec": {k: v for k, v in doc["spec"].items()
+                             if k not in ("source", "pipeline", "sink")}}),
+        ["spec.application", "with configMap, script is the key of the ConfigMap"],
+        id="job-application-configmap-key-cel",
+    ),
+    pytest.param(
+        streamjob,
         _set("spec.executors.memory", "lots"),
         ["spec.executors.memory"],
         id="job-pattern",

@@ -40,10 +40,13 @@ def test_every_shipped_manifest_is_valid(capsys: pytest.CaptureFixture[str]) -> 
         ("apiVersion: stream-autoscaler.io/v1alpha1\nkind: StreamJob\nmetadata: {name: x}\n"
          "spec: {checkpoint: {location: /cp}, application: {script: a.py, module: 'a:f'}}\n",
          "spec.application: set exactly one of script or module"),
+        ("apiVersion: stream-autoscaler.io/v1alpha1\nkind: StreamJob\nmetadata: {name: x}\n"
+         "spec: {checkpoint: {location: /cp}, application: {script: /a/b.py, configMap: b}}\n",
+         "spec.application: with configMap, script is the key of the ConfigMap"),
         ("a: [1\n", ":2:1: YAML syntax error"),
     ],
     ids=["foreign-kind", "not-a-mapping", "incomplete-job", "half-a-pipeline", "both-kinds",
-         "script-and-module", "yaml-syntax"],
+         "script-and-module", "configmap-script-path", "yaml-syntax"],
 )
 def test_a_bad_file_exits_1_naming_file_and_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str

@@ -126,3 +126,31 @@ def test_placement_reaches_the_driver_and_the_executors() -> None:
     StreamJob.model_validate(yaml.safe_load(manifest))  # the runner accepts its own manifest
     plain = resources.config_map(obj, manifest, ManagedSettings())["data"]
     assert "tolerations" not in yaml.safe_load(plain[resources.EXECUTOR_TEMPLATE_KEY])["spec"]
+
+
+def test_a_script_from_a_configmap_is_mounted_read_only_and_run_from_there() -> None:
+    doc = {"apiVersion": "stream-autoscaler.io/v1alpha1", "kind": "StreamJob", "metadata": META,
+           "spec": {"checkpoint": {"location": "/cp/wc"},
+                    "application": {"configMap": "wc-script", "script": "wordcount.py",
+                                    "args": ["/out"]}}}
+    model = StreamJob.model_validate(doc)
+    pod = resources.driver_pod(doc, model, ManagedSettings(), executors=1, max_executors=2)
+    container = pod["spec"]["containers"][0]
+    assert {"name": "application", "mountPath": resources.APPLICATION_DIR,
+            "readOnly": True} in container["volumeMounts"]
+    assert {"name": "application", "configMap": {"name": "wc-script"}} in pod["spec"]["volumes"]
+    manifest = yaml.safe_load(
+        resources.runner_manifest(model, resources.Names.of(doc), ManagedSettings(), 1))
+    app = manifest["spec"]["application"]
+    assert (app["script"], app["args"]) == (f"{resources.APPLICATION_DIR}/wordcount.py", ["/out"])
+    assert "configMap" not in app
+    # the manifest the driver runs is a valid job on its own (the path is absolute now)
+    StreamJob.model_validate(manifest)
+
+
+def test_a_script_in_the_image_mounts_nothing_more() -> None:
+    doc = yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-script.yaml").read_text())
+    doc["metadata"] = META
+    model = StreamJob.model_validate(doc)
+    pod = resources.driver_pod(doc, model, ManagedSettings(), executors=1, max_executors=2)
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest", "checkpoint"]
