@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from controller.core import Decision
+from controller.core import Action, Decision, Reason
 
 P = "stream_autoscaler_controller_"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 ACTION_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+RESULTS = ("ok", "conflict", "error")
+"""How a reconcile pass ends (a 409 conflict is retried)."""
+OUTCOMES = ("started", "refused", "succeeded", "failed", "abandoned")
+"""How an action ends (``started`` when its intent is written; ``accepted`` is not timed)."""
 
 
 class ControllerMetrics:
@@ -43,6 +47,23 @@ class ControllerMetrics:
         self.watch_restarts = Counter(P + "watch_restarts_total",
                                       "Watches restarted, by kind and why (expired = 410 Gone).",
                                       ["kind", "reason"], registry=r)
+        self._start_at_zero()
+
+    def _start_at_zero(self) -> None:
+        """Exports every reconcile, decision and action series at 0 from the start: a counter
+        that first appears at 1 shows no increase to ``rate()``/``increase()``, so a job's one
+        repartition, or the first error, would be missing from the dashboard
+        (helm/stream-autoscaler/dashboards/)."""
+        for result in RESULTS:
+            self.reconciles.labels(result)
+        for action in Action:
+            for reason in Reason:
+                self.decisions.labels(action.value, reason.value)
+            if action is Action.HOLD:
+                continue
+            self.action_seconds.labels(action.value)
+            for outcome in OUTCOMES:
+                self.actions.labels(action.value, outcome)
 
     def decision(self, d: Decision) -> None:
         self.decisions.labels(d.action.value, d.reason.value).inc()

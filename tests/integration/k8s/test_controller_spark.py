@@ -3,7 +3,8 @@ runner (standalone mini-cluster on loopback) under a burst trace, its metrics in
 Prometheus, the controller under the chart's ServiceAccount. The burst brings a repartition
 (the SEEP move, with its executors), the controller is killed mid-repartition and the next
 instance finishes it without repeating it; when the input stops, a scale-in; deleting the StreamJob
-stops the query at a batch boundary; the sink holds every record exactly once."""
+stops the query at a batch boundary; the sink holds every record exactly once. Prometheus scrapes
+the controller too, and every panel of the chart's Grafana dashboard returns data."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 
+from tests import dashboard
 from tests.integration.k8s.controller_env import (
     ControllerProc,
     apply,
@@ -33,6 +37,9 @@ from tests.integration.k8s.k8s_tier import REPO, Tool
 from tests.realcomponents import require_spark, unavailable
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+
+CONTROLLER_SCRAPE_JOB = "stream-autoscaler-controller"
+"""Prometheus' job for the controller's /metrics (in a cluster: the ServiceMonitor's)."""
 
 TRACE = "t,load\n0,0.25\n20,0.95\n130,0\n500,0\n"
 """A burst at 20 s for 110 s, then the input stops: out (with a repartition), then in.
@@ -75,7 +82,7 @@ def spark_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
         prom = PrometheusServer(work / "prometheus",
                                 {job.metadata.name: f"127.0.0.1:{runner.metrics_port}"}).start()
         runner.start()
-        yield {"name": job.metadata.name, "runner": runner, "prometheus": prom.url,
+        yield {"name": job.metadata.name, "runner": runner, "prometheus": prom.url, "prom": prom,
                "token": token, "job_file": job_file, "work": work, "max": executors_max,
                "unit": unit}
     finally:
@@ -102,8 +109,10 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
                                 f"http://127.0.0.1:{runner.metrics_port}/metrics",
                                 policy="default"))
     extra = ["--prometheus-url", spark_job["prometheus"]]
+    began = time.time()
     first = ControllerProc(controller_kubeconfig, ns, tmp_path, identity="first",
                            extra=extra).start()
+    scrape_controller(spark_job, first)
     second: ControllerProc | None = None
     table: list[str] = []
     try:
@@ -114,6 +123,7 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
         first.kill(signal.SIGKILL)
         second = ControllerProc(controller_kubeconfig, ns, tmp_path, identity="second",
                                 extra=extra).start()
+        scrape_controller(spark_job, second)
         wait_for("the repartition to finish", lambda: "intent" not in status(kubectl, ns, name),
                  timeout=240)
         recent = runner.client.status().recent_actions
@@ -131,6 +141,12 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
         assert "RepartitionStateBound" in got and "ActionResumed" in got, got
         st = status(kubectl, ns, name)
         assert st["resumedFromBatch"] is not None and st["partitions"] >= 2, st
+        # the dashboard, over the whole scenario, once Prometheus has seen the scale-in end
+        wait_for("the scale-in's outcome in Prometheus", lambda: prom_value(
+            spark_job["prometheus"], "sum(stream_autoscaler_controller_actions_total"
+            '{action="scale", outcome!="started"})'), timeout=180, every=2)
+        assert_dashboard_has_data(spark_job["prometheus"], name, began,
+                                  slo=policy["spec"]["lag"]["sloSeconds"])
         # delete: the finalizer stops the query at a batch boundary
         kubectl("delete", "sj", name, "-n", ns, "--timeout=180s")
         assert wait_for("the runner to stop", lambda: not runner.alive(), timeout=120)
@@ -144,6 +160,34 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
     verdict = verify_in_subprocess(spark_job["job_file"])
     assert verdict["exactly_once"] is True, verdict
     print(f"exactly once over {verdict['records_in']:,} records; events: {reasons}")
+
+
+def scrape_controller(spark_job: dict[str, Any], controller: ControllerProc) -> None:
+    """Prometheus scrapes the runner and this controller instance (the killed one is gone)."""
+    spark_job["prom"].set_targets({
+        spark_job["name"]: f"127.0.0.1:{spark_job['runner'].metrics_port}",
+        CONTROLLER_SCRAPE_JOB: f"127.0.0.1:{controller.metrics_port}",
+    })
+
+
+def prom_value(url: str, query: str) -> float:
+    result = requests.get(f"{url}/api/v1/query", params={"query": query},
+                          timeout=10).json()["data"]["result"]
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+def assert_dashboard_has_data(url: str, job: str, start: float, slo: float) -> None:
+    """Every target of every panel of the chart's Grafana dashboard (its variables listing this
+    job and this controller) returns series with finite samples over the scenario, queried as
+    Grafana would at a 5 s step; the failures are named by panel."""
+    end = time.time()
+    listed = dashboard.variable_values(url, start, end)
+    assert job in listed["job"] and CONTROLLER_SCRAPE_JOB in listed["controller"], listed
+    values = {"job": job, "controller": CONTROLLER_SCRAPE_JOB, "slo": f"{slo:g}",
+              **dashboard.grafana_builtins(start, end, step=5, rate_interval=30)}
+    failures = dashboard.evaluate(url, values, start, end, step=5)
+    assert not failures, "dashboard panels without data:\n" + "\n".join(failures)
+    print(f"dashboard: {len(dashboard.queries(dashboard.load()))} queries returned data")
 
 
 VERIFY = """

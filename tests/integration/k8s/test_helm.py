@@ -193,6 +193,28 @@ def test_deployment_is_hardened(helm_offline: Tool) -> None:
     assert by_kind(monitored, "ServiceMonitor")
 
 
+def test_grafana_dashboard_configmap_carries_the_dashboard(helm_offline: Tool) -> None:
+    """On by default, labelled for Grafana's sidecar, the JSON equal to dashboards/ (the one
+    copy); the label, namespace and annotations configurable; off renders nothing."""
+    (cm,) = [d for d in by_kind(render(helm_offline), "ConfigMap")
+             if d["metadata"]["name"] == "stream-autoscaler-dashboard"]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["namespace"] == "sa-system"
+    (key,) = cm["data"]
+    shipped = (CHART / "dashboards" / "stream-autoscaler.json").read_text()
+    assert json.loads(cm["data"][key]) == json.loads(shipped)
+    moved = render(helm_offline, "--set-json", 'grafanaDashboard.labels={"dash":"yes"}',
+                   "--set", "grafanaDashboard.namespace=monitoring",
+                   "--set", "grafanaDashboard.annotations.grafana_folder=Streaming")
+    (cm,) = [d for d in by_kind(moved, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
+    assert cm["metadata"]["labels"]["dash"] == "yes"
+    assert cm["metadata"]["namespace"] == "monitoring"
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "Streaming"}
+    off = render(helm_offline, "--set", "grafanaDashboard.enabled=false")
+    assert not [d for d in by_kind(off, "ConfigMap") if d["metadata"]["name"].endswith(
+        "-dashboard")]
+
+
 def _wait_pods_running(kubectl: Tool, ns: str) -> list[Doc]:
     kubectl(
         "wait", "--for=jsonpath={.status.phase}=Running", "pod", "--all", "-n", ns, "--timeout=60s"

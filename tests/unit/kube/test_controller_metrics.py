@@ -1,0 +1,47 @@
+"""The controller's metrics: every reconcile, decision and action series exists at 0 before it first
+happens, so rate()/increase() count the first one (a counter that appears at 1 shows none)."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+
+from controller.core import Action, Reason
+from controller.kube.controller_metrics import OUTCOMES, RESULTS, ControllerMetrics
+
+
+def samples(m: ControllerMetrics) -> dict[str, float]:
+    out = {}
+    for line in generate_latest(m.registry).decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_reconciles_decisions_and_actions_start_at_zero() -> None:
+    got = samples(ControllerMetrics())
+    for result in RESULTS:
+        assert got[f'stream_autoscaler_controller_reconciles_total{{result="{result}"}}'] == 0
+    for action in Action:
+        for reason in Reason:
+            key = (f'stream_autoscaler_controller_decisions_total{{action="{action}",'
+                   f'reason="{reason}"}}')
+            assert got[key] == 0.0
+    for action in ("scale", "repartition", "recover"):
+        assert got[f'stream_autoscaler_controller_action_seconds_count{{action="{action}"}}'] == 0
+        for outcome in OUTCOMES:
+            key = (f'stream_autoscaler_controller_actions_total{{action="{action}",'
+                   f'outcome="{outcome}"}}')
+            assert got[key] == 0.0
+    assert not any('action="hold"' in k for k in got if "actions_total" in k)
+
+
+def test_an_action_counts_and_times_once_it_ends() -> None:
+    m = ControllerMetrics()
+    m.action("repartition", "started", 0.0)
+    m.action("repartition", "succeeded", 26.0)
+    got = samples(m)
+    assert got['stream_autoscaler_controller_actions_total{action="repartition",'
+               'outcome="started"}'] == 1
+    assert got['stream_autoscaler_controller_action_seconds_count{action="repartition"}'] == 1
+    assert got['stream_autoscaler_controller_action_seconds_sum{action="repartition"}'] == 26.0
