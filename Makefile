@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SA := $(VENV)/bin/stream-autoscaler
 OUT ?= out/demo
 
-.PHONY: setup demo simulate test lint unit bench tools image image-down node-deps testbed testbed-down clean
+.PHONY: setup demo simulate test lint unit bench tools browser image image-down node-deps testbed testbed-down clean
 
 setup: $(VENV)/.installed
 
@@ -22,7 +22,7 @@ simulate: setup
 	$(SA) simulate --trace traces/burst.csv --baseline all --out out/simulate
 
 ## The README's test command: lint, the pure core, then every tier against real components.
-test: setup tools node-deps
+test: setup tools node-deps browser
 	hack/test.sh
 
 ## Static checks: style, types of the pure core, and the layering (import-linter, pyproject.toml).
@@ -38,6 +38,10 @@ bench: setup
 ## Test-bed tools (kube-apiserver, etcd, kwok, helm, ...) built from Go modules, cached.
 tools:
 	@if [ -x hack/tools/build.sh ]; then hack/tools/build.sh; fi
+
+## A headless chromium (Debian's) for the report's browser test; installed only when missing.
+browser:
+	hack/browser.sh
 
 ## stream-autoscaler:dev without a registry: Debian's docker.io, a debootstrap base, cached
 ## (seconds when nothing changed); also imported into the test bed's real node when it runs.

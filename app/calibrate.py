@@ -15,6 +15,7 @@ import os
 import secrets
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -33,6 +34,8 @@ MEASURED_BATCHES = 6
 """Full batches to take the median over."""
 CALIBRATION_BATCH_RECORDS = 200_000
 """Records per calibration batch (or the job's own cap if lower): a few seconds of work."""
+PROGRESS_EVERY_SECONDS = 10.0
+"""How often a calibration in progress says how far it got."""
 
 
 class CalibrationError(AppError):
@@ -45,7 +48,7 @@ SATURATING_RATE = 5_000_000
 log = structlog.get_logger("stream_autoscaler.calibrate")
 
 
-def _key(job: StreamJob) -> str:
+def _key(job: StreamJob, executor_cpus: float | None = None) -> str:
     import pyspark
 
     spec = job.spec
@@ -62,6 +65,8 @@ def _key(job: StreamJob) -> str:
         "pyspark": pyspark.__version__,
         "method": "busy-time",
     }
+    if executor_cpus is not None:  # a capped executor is another unit (uncapped keys unchanged)
+        shape["executor_cpus"] = executor_cpus
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -75,9 +80,19 @@ def true_rate(stages: list[dict[str, object]]) -> float | None:
     return rows / busy
 
 
-def load_unit_rate(job: StreamJob, master: str, workdir: Path) -> float:
-    """Records/s one executor sustains for ``job`` (cached in ~/.cache/stream-autoscaler)."""
-    key = _key(job)
+def load_unit_rate(
+    job: StreamJob,
+    master: str,
+    workdir: Path,
+    executor_cpus: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> float:
+    """Records/s one executor sustains for ``job`` (cached in ~/.cache/stream-autoscaler).
+
+    ``executor_cpus`` is the CPU quota the cluster's executors run under (part of the cache
+    key: a capped executor is a different unit); ``progress`` gets a line every few seconds.
+    """
+    key = _key(job, executor_cpus)
     cache_file = CACHE / "calibration.json"
     cached: dict[str, float] = {}
     if cache_file.exists():
@@ -87,14 +102,16 @@ def load_unit_rate(job: StreamJob, master: str, workdir: Path) -> float:
             cached = {}
     if key in cached:
         return float(cached[key])
-    rate = measure(job, master, workdir)
+    rate = measure(job, master, workdir, progress)
     cached[key] = rate
     CACHE.mkdir(parents=True, exist_ok=True)
     cache_file.write_text(json.dumps(cached, indent=1), encoding="utf-8")
     return rate
 
 
-def measure(job: StreamJob, master: str, workdir: Path) -> float:
+def measure(
+    job: StreamJob, master: str, workdir: Path, progress: Callable[[str], None] | None = None
+) -> float:
     """Runs the job on one executor with a saturating source; the median true rate."""
     import yaml
 
@@ -116,12 +133,25 @@ def measure(job: StreamJob, master: str, workdir: Path) -> float:
     token = workdir / "token"
     token.write_text(secrets.token_urlsafe(16), encoding="utf-8")
     runner = RunnerProcess(job_file, master, workdir, free_port(), free_port(), 1, 1, token)
+    started = time.monotonic()
+    say = progress or (lambda _: None)
+    say(
+        f"calibrating load 1: one executor, {WARMUP_BATCHES} warm-up + {MEASURED_BATCHES} full "
+        "batches (cached afterwards)"
+    )
     runner.start()
     rates: dict[int, float] = {}
     try:
-        deadline = time.monotonic() + MEASURE_TIMEOUT_SECONDS
+        deadline = started + MEASURE_TIMEOUT_SECONDS
         client = runner.client
+        told = started
         while time.monotonic() < deadline and len(rates) < MEASURED_BATCHES:
+            if time.monotonic() - told >= PROGRESS_EVERY_SECONDS:
+                told = time.monotonic()
+                say(
+                    f"calibrating: {len(rates)}/{MEASURED_BATCHES} batches measured, "
+                    f"{told - started:.0f} s so far"
+                )
             st = client.status()
             batch = st.last_committed_batch
             rate = true_rate([stage.model_dump() for stage in st.stages or []])

@@ -75,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--baseline", help="static: also run static provisioning at the trace's mean and peak"
     )
+    demo.add_argument(
+        "--executor-cpu",
+        metavar="CORES",
+        help="cap each executor at CORES (a CFS quota, as a pod's CPU limit; e.g. 0.25), or "
+        "'none' for whole cores (default: the job's executors.cpuLimit or cpu)",
+    )
     demo.add_argument("--out", required=True, help="output directory")
     demo.set_defaults(handler=_demo)
 

@@ -11,13 +11,14 @@ HTML report in ``--out``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
@@ -34,6 +35,7 @@ from controller.core import Action, Decision
 from controller.local.loop import Evaluation, LocalController, PolicyFile
 from controller.local.processes import RunnerProcess, executor_pids, kill_pid
 from controller.local.prometheus_server import PrometheusServer, free_port
+from operators.cgroups import CpuQuota, CpuQuotaError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = ROOT / "k8s" / "samples" / "wordcount-demo.yaml"
@@ -41,6 +43,9 @@ DEFAULT_POLICY = ROOT / "policies" / "default.yaml"
 DEFAULT_TRACE = ROOT / "traces" / "demo.csv"
 PROMETHEUS_OUTAGE_SECONDS = 30.0
 """How long a kill-prometheus outage lasts before the demo restarts it."""
+DRIVER_RESERVE_CORES = 0.5
+"""Cores kept out of the executors' budget for the driver, the source, Prometheus and the
+controller, which run uncapped beside capped executors (2 cores, 0.25 each -> 6 executors)."""
 
 log = structlog.get_logger("stream_autoscaler.demo")
 
@@ -54,6 +59,9 @@ class RunnerActuator:
     actions: list[dict[str, Any]] = field(default_factory=list)
     t0: float = 0.0
     recovered_at: list[float] = field(default_factory=list)
+    acting: tuple[float, Decision] | None = None
+    """The decision being carried out now and when it started (demo seconds), for the live
+    line: an evaluation is only reported once its action is over."""
 
     def apply(self, d: Decision) -> None:
         record: dict[str, Any] = {
@@ -63,6 +71,15 @@ class RunnerActuator:
             "executors": d.target_executors,
             "partitions": d.target_partitions,
         }
+        self.acting = (record["t"], d)
+        try:
+            self._carry_out(d)
+        finally:
+            self.acting = None
+        record["t_end"] = round(time.time() - self.t0, 1)  # the runner idle again (or restarted)
+        self.actions.append(record)
+
+    def _carry_out(self, d: Decision) -> None:
         if d.action is Action.RECOVER:
             self._recover(d)
         else:
@@ -75,7 +92,6 @@ class RunnerActuator:
                 last = client.wait_idle()
                 if last is not None and last.state == ActionState.FAILED:
                     raise RuntimeError(f"repartition failed: {last.error}")
-        self.actions.append(record)
 
     def _recover(self, d: Decision) -> None:
         import subprocess
@@ -90,6 +106,48 @@ class RunnerActuator:
         self.recovered_at.append(time.time() - self.t0)
 
 
+@dataclass(frozen=True)
+class ExecutorCap:
+    """How many executors this machine carries, and why (printed at the start)."""
+
+    executors: int
+    message: str
+
+
+def executors_that_fit(cpus: float, cores: int) -> int:
+    """Executors of ``cpus`` cores each that ``cores`` carry beside the driver (at least 1)."""
+    return max(1, math.floor((cores - DRIVER_RESERVE_CORES) / cpus + 1e-9))
+
+
+def executor_budget(
+    cpus: float | None, cores: int | None = None
+) -> tuple[float | None, ExecutorCap]:
+    """The executors' CPU quota that can really be set here, and the executors that fit.
+
+    With a quota ``q``: ``floor((cores - DRIVER_RESERVE_CORES) / q)`` executors (at least 1). If
+    cgroups cannot be written (not root, no cpu controller), the executors run on whole cores
+    and the message says why. Without a quota: one executor per core, as before.
+    """
+    cores = cores or os.cpu_count() or 1
+    why = ""
+    if cpus is not None:
+        try:
+            CpuQuota.create(f"probe-{os.getpid()}", cpus).remove()
+        except CpuQuotaError as e:
+            why, cpus = f" (no CPU quota: {e})", None
+    if cpus is None:
+        return None, ExecutorCap(
+            cores, f"executors on whole cores: executors.max capped at the {cores} cores{why}"
+        )
+    n = executors_that_fit(cpus, cores)
+    return cpus, ExecutorCap(
+        n,
+        f"executors capped at {cpus:g} cores each (a CFS quota, as a pod's CPU limit): "
+        f"executors.max capped at {n} ({cores} cores, {DRIVER_RESERVE_CORES:g} kept for the "
+        "driver, the source, Prometheus and the controller)",
+    )
+
+
 def run_demo(
     job_path: Path,
     policy_path: Path,
@@ -98,11 +156,14 @@ def run_demo(
     duration: float | None,
     chaos: str | None,
     static_executors: int | None = None,
+    executor_cpus: float | Literal["job"] | None = "job",
 ) -> dict[str, Any]:
     """Runs the closed loop; returns the summary (also written to ``out/summary.json``).
 
     With ``static_executors`` it is the static baseline: that many executors and state
     partitions from the start, and the controller only recommends (it never acts).
+    ``executor_cpus`` caps each executor with a CFS quota ("job": the StreamJob's
+    ``executors.cpuLimit``/``cpu``, as its pods would get; None: whole cores).
     """
     from operators.cluster import MiniCluster
 
@@ -110,12 +171,14 @@ def run_demo(
         events = [(e.at, e.kind) for e in parse_chaos(chaos)]
     except ChaosError as e:
         raise DemoError(str(e)) from None
-    cores = os.cpu_count() or 1
+    job = load_job(job_path)
+    cpus = job.spec.executors.cpu_limit_cores() if executor_cpus == "job" else executor_cpus
+    cpus, cap = executor_budget(cpus)
+    _say(cap.message)
     policy_file = PolicyFile(
-        policy_path, recommend_only=static_executors is not None, max_executors=cores
+        policy_path, recommend_only=static_executors is not None, max_executors=cap.executors
     )
     policy = policy_file.policy
-    job = load_job(job_path)
     trace = load_trace(str(trace_path))
     run_for = duration or trace.duration
     if out.exists():
@@ -123,28 +186,29 @@ def run_demo(
     out.mkdir(parents=True)
     _log_to(out / "controller.log")
 
-    # Executors beyond the machine's cores only contend for them: on one machine the policy's
-    # executors.max is capped at the core count (the decisions then say AtMaxCapacity).
+    # Executors beyond what the machine's cores carry only contend for them: the policy's
+    # executors.max is capped (executor_budget; the decisions then say AtMaxCapacity).
     max_executors = max(policy.executors.max, static_executors or 0)
     cluster = MiniCluster(
         workers=max_executors,
         cores_per_worker=job.spec.executors.cores,
         memory_per_worker="1g",
         log_dir=out / "cluster",
+        executor_cpus=cpus,
     )
-    _say(
-        f"starting a Spark mini-cluster: {max_executors} workers on loopback (executors.max "
-        f"capped at the {cores} cores of this machine)"
-    )
+    started = time.monotonic()
+    _say(f"starting a Spark mini-cluster: {max_executors} workers on loopback")
     cluster.start()
+    _say(f"mini-cluster up in {time.monotonic() - started:.0f} s")
     prom: PrometheusServer | None = None
     runner: RunnerProcess | None = None
     controller: LocalController | None = None
     try:
         unit = None
         if trace.unit == "load":
-            unit = load_unit_rate(job, cluster.master_url, out / "calibration")
-            _say(f"one executor of {job.metadata.name} sustains {unit:,.0f} records/s (load 1)")
+            unit = load_unit_rate(job, cluster.master_url, out / "calibration", cpus, _say)
+            one = "one executor" + (f" ({cpus:g} cores)" if cpus else "")
+            _say(f"{one} of {job.metadata.name} sustains {unit:,.0f} records/s (load 1)")
         job_file = write_run_job(
             job, trace_path, unit, out, static_executors or policy.executors.initial,
             partitions=static_executors,
@@ -178,9 +242,7 @@ def run_demo(
             on_evaluation=lambda ev: marks.__setitem__(round(ev.time - t0), ev),
         )
         controller.start()
-        rows, chaos_log = _record(
-            runner, prom, cluster, controller, marks, events, t0, run_for, policy.lag.slo_seconds
-        )
+        rows, chaos_log = _record(runner, prom, cluster, marks, actuator, events, t0, run_for)
         controller.stop()
         _mark_actions(rows, actuator.actions)
         _say("stopping the job at a batch boundary")
@@ -199,11 +261,13 @@ def run_demo(
             for ev in sorted(marks.values(), key=lambda e: e.time)
         ]  # fmt: skip
         report.write_timeline(out / "timeline.csv", rows)
-        report.plot(out / "timeline.png", rows, policy.lag.slo_seconds, f"demo: {trace_path.name}")
+        report.plot(out / "timeline.png", rows, policy.lag.slo_seconds, f"demo: {trace_path.name}",
+                    actuator.actions)  # fmt: skip
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         (out / "decisions.json").write_text(json.dumps(decisions, indent=1), encoding="utf-8")
         acted = [d for d in decisions if d["acted"]]
-        report.write_html(out / "report.html", summary, out / "timeline.png", acted)
+        report.write_html(out / "report.html", summary, out / "timeline.png", acted,
+                          actuator.actions)  # fmt: skip
         return summary
     finally:
         if controller is not None:
@@ -219,12 +283,11 @@ def _record(
     runner: RunnerProcess,
     prom: PrometheusServer,
     cluster: Any,
-    controller: LocalController,
     marks: dict[int, Evaluation],
+    actuator: RunnerActuator,
     events: list[tuple[float, str]],
     t0: float,
     run_for: float,
-    slo: float,
 ) -> tuple[list[report.Row], list[dict[str, Any]]]:
     """One timeline row a second, chaos on schedule, a live line every few seconds."""
     rows: list[report.Row] = []
@@ -232,6 +295,10 @@ def _record(
     pending = list(events)
     prom_back_at: float | None = None
     last = RunnerStatus()
+    run = load_job(runner.job_file).spec  # the run's manifest, as the runner reads it
+    trace = report.source_trace(run.source)
+    lead: float | None = None  # trace time - t, once the source's run start is on disk
+    filled = 0
     while (t := time.time() - t0) < run_for:
         while pending and pending[0][0] <= t:
             _, kind = pending.pop(0)
@@ -249,22 +316,28 @@ def _record(
             phase = "Down"
         ev = marks.get(round(t))
         rates, backlog, ex = last.rates, last.backlog, last.executors
+        up = phase != "Down"  # a dead driver reports no rates: a gap, not its last batch's
         rows.append(
             report.Row(
                 t=round(t, 1),
-                input_rate=rates.arrival_rows_per_second,
-                processed_rate=rates.processed_rows_per_second,
+                input_rate=rates.arrival_rows_per_second if up else None,
+                processed_rate=rates.processed_rows_per_second if up else None,
                 backlog_records=backlog.records,
                 lag_seconds=backlog.age_seconds,
-                executors=int(ex.live or 0) if phase != "Down" else 0,
+                executors=int(ex.live or 0) if up else 0,
                 executors_target=ex.target,
                 partitions=last.partitions,
                 phase=phase,
                 reason=ev.decision.reason.value if ev else "",
             )
         )
+        if lead is None:
+            lead = report.trace_lead(run.checkpoint.location, t0)
+        if lead is not None and trace is not None:
+            report.fill_arrivals(rows[filled:], trace, lead)
+            filled = len(rows)
         if len(rows) % 5 == 1:
-            _live(rows[-1], controller, slo)
+            _live(rows[-1], marks, t0, actuator)
         time.sleep(max(0.0, 1.0 - ((time.time() - t0) - t)))
     return rows, chaos_log
 
@@ -329,18 +402,12 @@ def _recovery_figures(
     return figures
 
 
-def _live(row: report.Row, controller: LocalController, slo: float) -> None:
-    d = controller.last.decision if controller.last else None
-    why = f" | {d.reason.value}: {d.message[:90]}" if d else ""
-    lag = "-" if row.lag_seconds is None else f"{row.lag_seconds:.1f}s"
-    rate = "-" if row.input_rate is None else f"{row.input_rate:,.0f}"
-    done = "-" if row.processed_rate is None else f"{row.processed_rate:,.0f}"
-    backlog = "-" if row.backlog_records is None else f"{row.backlog_records:,.0f}"
-    print(
-        f"t={row.t:5.0f}s in {rate:>9}/s done {done:>9}/s backlog {backlog:>10} lag {lag:>6} "
-        f"exec {row.executors}/{row.executors_target} parts {row.partitions} {row.phase}{why}",
-        flush=True,
-    )
+def _live(
+    row: report.Row, marks: dict[int, Evaluation], t0: float, actuator: RunnerActuator
+) -> None:
+    # The controller's thread adds evaluations as they finish: read a copy.
+    line = report.live_line(row, tuple(marks.values()), t0, actuator.acting)
+    print(line, flush=True)
 
 
 def _say(text: str) -> None:

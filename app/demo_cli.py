@@ -8,6 +8,7 @@ import math
 import signal
 import sys
 from pathlib import Path
+from typing import Literal
 
 from contracts.trace import Trace, TraceError, load_trace
 
@@ -26,6 +27,23 @@ def static_baselines(trace: Trace, duration: float | None) -> list[tuple[str, in
         ("static-mean", max(1, math.ceil(trace.mean(span) - 1e-9))),
         ("static-peak", max(1, math.ceil(trace.peak(span) - 1e-9))),
     ]
+
+
+def executor_cpus(value: str | None) -> float | Literal["job"] | None:
+    """``--executor-cpu``: absent -> the job's own limit, ``none`` -> whole cores, else cores."""
+    from app.errors import DemoError
+
+    if value is None:
+        return "job"
+    if value.lower() == "none":
+        return None
+    try:
+        cores = float(value[:-1]) / 1000 if value.endswith("m") else float(value)
+    except ValueError:
+        cores = math.nan
+    if not 0 < cores < math.inf:  # NaN fails too
+        raise DemoError(f"--executor-cpu {value!r}: a number of cores (0.25, 250m) or 'none'")
+    return cores
 
 
 def _table(results: dict[str, dict[str, object]]) -> None:
@@ -55,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         if args.duration is not None and not 0 < args.duration <= MAX_SECONDS:  # NaN fails both
-            raise DemoError(f"--duration ({args.duration:g}) must be > 0 and at most "
-                            f"{MAX_SECONDS:g} s")
+            raise DemoError(
+                f"--duration ({args.duration:g}) must be > 0 and at most {MAX_SECONDS:g} s"
+            )
+        cpus = executor_cpus(args.executor_cpu)
         runs = [("engine", None)]
         if args.baseline == "static":
             runs += static_baselines(load_trace(str(trace)), args.duration)
@@ -69,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"demo: run {name}" + (f" ({executors} executors)" if executors else ""))
             results[name] = run_demo(
                 job, policy, trace, where, args.duration, args.chaos if name == "engine" else None,
-                static_executors=executors,
+                static_executors=executors, executor_cpus=cpus,
             )  # fmt: skip
     except ManifestError as e:
         print("\n".join(e.problems), file=sys.stderr)

@@ -58,6 +58,14 @@ class ExecutorSpec(SpecModel):
         "default (10%, at least 384m). Pod memory request = limit = memory + overhead.",
     )
 
+    def cpu_limit_cores(self) -> float | None:
+        """The executor's CPU limit in cores (``250m`` -> 0.25): ``cpuLimit``, else ``cpu``,
+        else None (no limit). The pods get it as a CFS quota; so do the demo's executors."""
+        quantity = self.cpu_limit or self.cpu
+        if quantity is None:
+            return None
+        return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
     @model_validator(mode="after")
     def _heap(self) -> ExecutorSpec:
         heap = jvm_bytes(self.memory)
@@ -124,7 +132,7 @@ SPARK_CONF_MAX_ENTRIES = 256
 def protected_spark_key(key: str) -> str | None:
     """The entry of :data:`PROTECTED_SPARK_CONF` that ``key`` matches, else None."""
     for p in PROTECTED_SPARK_CONF:
-        if (key.startswith(p[:-1]) if p.endswith("*") else key == p):
+        if key.startswith(p[:-1]) if p.endswith("*") else key == p:
             return p
     return None
 
@@ -136,7 +144,8 @@ def _protected_cel() -> dict[str, Any]:
     for p in PROTECTED_SPARK_CONF:
         rule = (
             f"!self.conf.exists(k, k.startsWith({json.dumps(p[:-1])}))"
-            if p.endswith("*") else f"!({json.dumps(p)} in self.conf)"
+            if p.endswith("*")
+            else f"!({json.dumps(p)} in self.conf)"
         )
         rules.append((rule, f"conf may not set {p}: the controller owns it (docs/security.md)"))
     return cel(*rules)
@@ -182,5 +191,3 @@ class SparkSpec(SpecModel):
                 "provider: state repartition needs it"
             )
         return self
-
-

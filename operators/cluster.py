@@ -9,6 +9,12 @@ The master and each worker are real JVMs (``$SPARK_HOME/bin/spark-class``, SPARK
 pyspark package directory), so executors are real processes and executor scaling is real on one
 machine. Ports are picked free at start; readiness is the master's web UI JSON reporting every
 worker ALIVE. ``stop()`` ends only the processes this object started, by PID.
+
+``executor_cpus=0.25`` caps each worker, and so the executor it forks, at a quarter of a core
+(a CFS quota, :mod:`operators.cgroups`) — what a pod's CPU limit does — so that several
+executors share a small machine and each added one adds capacity. The worker JVM starts
+uncapped and is moved into its group once ALIVE (it is idle after that); the executors start
+inside it.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -28,6 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from operators.cgroups import CpuQuota
 from operators.errors import OperatorsError
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -87,6 +95,8 @@ class MiniCluster:
     log_dir: Path | None = None
     """Where each JVM's stdout/stderr goes; a temporary directory when None."""
     start_timeout: float = 60.0
+    executor_cpus: float | None = None
+    """Cores each worker's executor may use (a CFS quota per worker); None = no quota."""
     die_with_parent: bool = True
     """Linux: the JVMs get SIGTERM when the thread that started them ends (its process exits
     or is SIGKILLed), so a killed runner leaves no cluster behind. Start from a long-lived
@@ -94,6 +104,7 @@ class MiniCluster:
     master_url: str = field(default="", init=False)
     master_ui_url: str = field(default="", init=False)
     _procs: list[_Proc] = field(default_factory=list, init=False, repr=False)
+    _quotas: list[CpuQuota] = field(default_factory=list, init=False, repr=False)
 
     @property
     def total_cores(self) -> int:
@@ -120,8 +131,16 @@ class MiniCluster:
             self.master_ui_url = f"http://127.0.0.1:{ui_port}"
             self._spawn(
                 "master",
-                [str(spark_class), MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port),
-                 "--webui-port", str(ui_port)],
+                [
+                    str(spark_class),
+                    MASTER_CLASS,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(ui_port),
+                ],
                 env,
                 ui_port,
             )
@@ -132,18 +151,34 @@ class MiniCluster:
                 work_dir.mkdir(exist_ok=True)
                 self._spawn(
                     f"worker-{i}",
-                    [str(spark_class), WORKER_CLASS, "--host", "127.0.0.1", "--port", str(wport),
-                     "--webui-port", str(wui), "--cores", str(self.cores_per_worker),
-                     "--memory", self.memory_per_worker, "--work-dir", str(work_dir),
-                     self.master_url],
+                    [
+                        str(spark_class),
+                        WORKER_CLASS,
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(wport),
+                        "--webui-port",
+                        str(wui),
+                        "--cores",
+                        str(self.cores_per_worker),
+                        "--memory",
+                        self.memory_per_worker,
+                        "--work-dir",
+                        str(work_dir),
+                        self.master_url,
+                    ],
                     env,
                     wui,
                 )
             self._wait(
-                lambda info: sum(w.get("state") == "ALIVE" for w in info.get("workers", []))
-                >= self.workers,
+                lambda info: (
+                    sum(w.get("state") == "ALIVE" for w in info.get("workers", [])) >= self.workers
+                ),
                 f"{self.workers} workers ALIVE",
             )
+            if self.executor_cpus is not None:
+                self._cap_workers(self.executor_cpus)
         except BaseException:
             self.stop()
             raise
@@ -161,6 +196,22 @@ class MiniCluster:
             _terminate(proc.popen)
             proc.log.close()
         self._procs.clear()
+        for quota in self._quotas:
+            quota.remove()
+        self._quotas.clear()
+
+    @property
+    def quotas(self) -> list[CpuQuota]:
+        """The workers' CPU quotas (empty without ``executor_cpus``)."""
+        return list(self._quotas)
+
+    def _cap_workers(self, cpus: float) -> None:
+        tag = f"cluster-{os.getpid()}-{secrets.token_hex(3)}"
+        for proc in self._procs:
+            if proc.name.startswith("worker"):
+                quota = CpuQuota.create(f"{tag}-{proc.name}", cpus)
+                self._quotas.append(quota)
+                quota.add(proc.popen.pid)
 
     def __enter__(self) -> MiniCluster:
         return self.start()
@@ -175,7 +226,11 @@ class MiniCluster:
         log = (self.log_dir / f"{name}.log").open("ab")
         # Own session: a Ctrl-C in the terminal goes to the runner, which stops us in order.
         popen = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cmd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
             preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
@@ -195,7 +250,7 @@ class MiniCluster:
                 if ready(self.master_info()):
                     return
             except (OSError, ValueError) as e:  # not listening yet, or an empty page while
-                last_error = str(e)              # its UI starts (seen on a loaded machine)
+                last_error = str(e)  # its UI starts (seen on a loaded machine)
             time.sleep(0.3)
         raise ClusterError(
             f"timed out after {self.start_timeout:.0f} s waiting for {what} "

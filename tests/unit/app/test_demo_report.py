@@ -1,0 +1,261 @@
+"""The demo's timeline and live line: what arrives (the trace on the burst source's clock), when
+the query was down (the runner's phases), which decision a live line shows, and the label rows
+of the plot's action marks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.demo_report import (
+    Downtime,
+    Row,
+    decision_at,
+    downtime,
+    fill_arrivals,
+    live_line,
+    source_trace,
+    stack_labels,
+    trace_lead,
+    write_timeline,
+)
+from contracts.history import ScalingHistory
+from contracts.sources import BurstSource
+from contracts.trace import parse_trace
+from controller.core import Action, Decision, Evaluation, MetricsSnapshot, Reason
+
+T0 = 1_700_000_000.0
+"""The demo's t=0 (Unix s)."""
+
+
+def _row(t: float, phase: str = "Running", **kw: object) -> Row:
+    fields: dict = {
+        "input_rate": None,
+        "processed_rate": None,
+        "backlog_records": None,
+        "lag_seconds": None,
+        "executors": 1,
+        "executors_target": 1,
+        "partitions": 1,
+    }
+    fields.update(kw)
+    return Row(t=t, phase=phase, **fields)
+
+
+# --- what arrives ---------------------------------------------------------------------------------
+
+
+def _checkpoint(tmp_path: Path, run_start_us: int | None, committed: bool = True) -> str:
+    cp = tmp_path / "cp"
+    (cp / "offsets").mkdir(parents=True)
+    (cp / "commits").mkdir()
+    if run_start_us is not None:
+        offset = {"offset": 1234, "runStartUs": run_start_us, "stream": "main"}
+        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0}
+        (cp / "offsets" / "0").write_text(f"v1\n{json.dumps(meta)}\n{json.dumps(offset)}\n")
+    if committed:
+        (cp / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+    return str(cp)
+
+
+@pytest.mark.parametrize(
+    ("run_start_us", "committed", "expected"),
+    [
+        (round((T0 - 4.25) * 1e6), True, 4.25),
+        (round(T0 * 1e6), True, 0.0),
+        (None, False, None),
+        (round((T0 - 4.25) * 1e6), False, None),
+    ],
+    ids=["query-built-before-ready", "same-instant", "no-batch-yet", "first-batch-uncommitted"],
+)
+def test_trace_lead_is_the_demo_start_minus_the_sources_run_start(
+    tmp_path: Path, run_start_us: int | None, committed: bool, expected: float | None
+) -> None:
+    lead = trace_lead(_checkpoint(tmp_path, run_start_us, committed), T0)
+    assert lead == (None if expected is None else pytest.approx(expected, abs=1e-6))
+
+
+TRACE = parse_trace("t,input_rate\n0,100\n10,500\n20,0\n")
+
+
+@pytest.mark.parametrize(
+    ("t", "lead", "expected"),
+    [
+        (0.0, 0.0, 100.0),
+        (6.9, 3.0, 100.0),  # trace time 9.9: still the first row
+        (7.0, 3.0, 500.0),  # trace time 10: the step arrives 3 s early on the demo's t
+        (16.9, 3.0, 500.0),
+        (17.0, 3.0, 0.0),
+        (500.0, 3.0, 0.0),  # past the last row, its rate holds (as the source's clock)
+    ],
+    ids=["start", "before-step", "step-shifted-by-lead", "before-pause", "pause", "after-end"],
+)
+def test_arrivals_are_the_trace_at_t_plus_the_lead(t: float, lead: float, expected: float) -> None:
+    rows = [_row(t)]
+    fill_arrivals(rows, TRACE, lead)
+    assert rows[0].arrival_rate == expected
+
+
+def test_arrivals_fill_only_rows_that_lack_them() -> None:
+    rows = [_row(1.0, arrival_rate=42.0), _row(12.0)]
+    fill_arrivals(rows, TRACE, 0.0)
+    assert [r.arrival_rate for r in rows] == [42.0, 500.0]
+
+
+def test_arrivals_do_not_follow_sparks_input_rate_through_a_repartition() -> None:
+    rows = [_row(float(t), "Repartitioning" if 5 <= t < 8 else "Running",
+                 input_rate=0.0 if 5 <= t < 8 else 100.0) for t in range(10)]  # fmt: skip
+    fill_arrivals(rows, TRACE, 0.0)
+    assert [r.arrival_rate for r in rows] == [100.0] * 10
+
+
+@pytest.mark.parametrize(
+    ("text", "unit_rate", "expected"),
+    [
+        ("t,load\n0,0.5\n10,2\n", 1000.0, [500.0, 2000.0]),
+        ("t,input_rate\n0,7\n10,9\n", None, [7.0, 9.0]),
+        ("t,load\n0,0.5\n", None, None),  # no unit: the demo did not calibrate
+    ],
+    ids=["load-scaled-by-the-unit", "records-per-second", "load-without-unit"],
+)
+def test_source_trace_is_in_records_per_second(
+    tmp_path: Path, text: str, unit_rate: float | None, expected: list[float] | None
+) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text(text)
+    trace = source_trace(BurstSource(trace=str(path), load_unit_rate=unit_rate))
+    assert (None if trace is None else [trace.rate_at(0), trace.rate_at(10)]) == expected
+
+
+def test_the_timeline_keeps_its_header_and_appends_the_arrivals(tmp_path: Path) -> None:
+    path = tmp_path / "timeline.csv"
+    write_timeline(path, [_row(0.0, arrival_rate=5.0)])
+    header = path.read_text().splitlines()[0].split(",")
+    assert header[:6] == ["t", "input_rate", "processed_rate", "backlog_records", "lag_seconds",
+                          "executors"]  # fmt: skip
+    assert header[-1] == "arrival_rate"
+
+
+# --- when the query was down --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("phases", "expected"),
+    [
+        ("R R R R", []),
+        ("R P P P R R", [Downtime(1, 4, "repartition")]),
+        ("R D D S S R", [Downtime(1, 5, "recovery")]),
+        ("R C R P P", [Downtime(1, 2, "scaling"), Downtime(3, 4, "repartition")]),
+        ("R F D S R", [Downtime(1, 4, "recovery")]),
+        ("R P D S R", [Downtime(1, 2, "repartition"), Downtime(2, 4, "recovery")]),
+        ("R ? X R", []),
+    ],
+    ids=[
+        "always-running",
+        "repartition",
+        "driver-killed-and-restarted",
+        "scale-then-repartition",
+        "failed-then-restarted",
+        "repartition-then-crash",
+        "stopping-and-unknown-not-shaded",
+    ],
+)
+def test_downtime_comes_from_the_runners_phases(phases: str, expected: list[Downtime]) -> None:
+    name = {"R": "Running", "P": "Repartitioning", "D": "Down", "S": "Starting", "C": "Scaling",
+            "F": "Failed", "X": "Stopping", "?": "None"}  # fmt: skip
+    rows = [_row(float(t), name[p]) for t, p in enumerate(phases.split())]
+    assert downtime(rows) == expected
+
+
+# --- the live line ------------------------------------------------------------------------------
+
+
+def _evaluation(at: float, reason: Reason, message: str, acted: bool = False) -> Evaluation:
+    action = Action.SCALE if reason is Reason.SCALE_OUT else Action.HOLD
+    decision = Decision(action=action, reason=reason, message=message)
+    return Evaluation(T0 + at, MetricsSnapshot(job="wordcount"), decision, ScalingHistory(),
+                      acted=acted)  # fmt: skip
+
+
+DRAINING = _evaluation(150.0, Reason.CATCHING_UP, "a backlog of 633,219 records is still draining")
+WITHIN = _evaluation(162.4, Reason.WITHIN_BAND, "busy 55% within the band")
+
+
+@pytest.mark.parametrize(
+    ("evaluations", "t", "expected"),
+    [
+        ([DRAINING, WITHIN], 162.0, (WITHIN, 0.0)),  # made within this tick's second
+        ([DRAINING, WITHIN], 165.0, (WITHIN, 2.6)),
+        ([WITHIN, DRAINING], 165.0, (WITHIN, 2.6)),  # the latest, whatever the order
+        ([DRAINING, WITHIN], 155.0, (DRAINING, 5.0)),  # the next one is not made yet
+        ([DRAINING], 149.0, None),
+        ([], 10.0, None),
+    ],
+    ids=["this-second", "seconds-ago", "unordered", "not-from-the-future", "none-yet", "empty"],
+)
+def test_decision_at_is_the_latest_made_by_this_tick(evaluations, t, expected) -> None:
+    found = decision_at(evaluations, t, T0)
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert found[0] is expected[0] and found[1] == pytest.approx(expected[1])
+
+
+@pytest.mark.parametrize(
+    ("evaluations", "t", "shows", "hides"),
+    [
+        ([DRAINING, WITHIN], 162.0, "| WithinBand: busy 55%", ["ago", "633,219"]),
+        ([DRAINING, WITHIN], 165.0, "| decision 3 s ago: WithinBand: busy 55%", ["633,219"]),
+        ([DRAINING], 165.0, "| decision 15 s ago: CatchingUp: a backlog of 633,219", []),
+        (
+            [_evaluation(160.0, Reason.SCALE_OUT, "scale out 1 -> 2", acted=True)],
+            160.0,
+            "| ScaleOut (acted): scale out 1 -> 2",
+            ["ago"],
+        ),
+        ([], 3.0, "| no decision yet", []),
+    ],
+    ids=["current", "current-with-age", "stale-says-its-age", "acted", "none-yet"],
+)
+def test_the_live_line_says_which_decision_it_shows(evaluations, t, shows, hides) -> None:
+    row = _row(t, backlog_records=10.0, processed_rate=9_000.0, arrival_rate=12_000.0)
+    line = live_line(row, evaluations, T0)
+    assert shows in line
+    assert "arrive    12,000/s done     9,000/s backlog         10" in line
+    for text in hides:
+        assert text not in line
+
+
+# --- action labels ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spans", "levels", "expected"),
+    [
+        ([(0, 10), (20, 30), (40, 50)], 3, [0, 0, 0]),
+        ([(0, 10), (5, 15), (12, 20)], 3, [0, 1, 0]),
+        ([(0, 10), (1, 11), (2, 12)], 3, [0, 1, 2]),
+        ([(0, 10), (1, 20), (2, 12), (3, 13)], 3, [0, 1, 2, 0]),  # crowded: the row freeing first
+        ([(0, 10), (10, 20)], 2, [0, 0]),  # touching is not overlapping
+    ],
+    ids=["apart", "neighbours-stack", "three-close", "more-than-rows", "touching"],
+)
+def test_action_labels_stack_instead_of_overlapping(spans, levels, expected) -> None:
+    assert stack_labels(spans, levels) == expected
+
+
+def test_mid_action_the_live_line_says_what_is_being_done_not_the_last_finished_decision() -> None:
+    repartition = Decision(
+        action=Action.REPARTITION,
+        reason=Reason.REPARTITION_OUT,
+        message="repartition state 2 -> 5",
+        target_executors=5,
+        target_partitions=5,
+    )
+    row = _row(195.0, backlog_records=None, processed_rate=None, arrival_rate=18_937.0)
+    line = live_line(row, [DRAINING], T0, acting=(140.0, repartition))
+    assert line.endswith("| acting for 55 s: RepartitionStateBound: repartition state 2 -> 5")
+    assert "633,219" not in line

@@ -1,0 +1,56 @@
+"""How many CPU-capped executors the demo runs on a machine, and how the cap is given."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.demo import executors_that_fit
+from app.demo_cli import executor_cpus
+from app.errors import DemoError
+from contracts.spark import ExecutorSpec
+
+
+@pytest.mark.parametrize(
+    ("cpus", "cores", "expected"),
+    [
+        (0.25, 2, 6),  # this machine: 1.5 cores for executors
+        (0.5, 2, 3),
+        (0.3, 2, 5),
+        (1.0, 2, 1),
+        (2.0, 2, 1),  # never fewer than one
+        (0.25, 8, 30),
+    ],
+    ids=["quarter-2", "half-2", "0.3-2", "whole-2", "more-than-the-machine", "quarter-8"],
+)
+def test_executors_that_fit_beside_the_driver(cpus: float, cores: int, expected: int) -> None:
+    assert executors_that_fit(cpus, cores) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, "job"), ("none", None), ("NONE", None), ("0.25", 0.25), ("250m", 0.25), ("1", 1.0)],
+    ids=["absent-job", "none", "none-upper", "cores", "millicores", "one"],
+)
+def test_executor_cpu_argument(value: str | None, expected: object) -> None:
+    assert executor_cpus(value) == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "quarter", "m"])
+def test_a_bad_executor_cpu_is_refused_naming_the_flag(value: str) -> None:
+    with pytest.raises(DemoError, match="--executor-cpu"):
+        executor_cpus(value)
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({}, None),
+        ({"cpu": "250m"}, 0.25),
+        ({"cpu": "1.5"}, 1.5),
+        ({"cpu": "250m", "cpuLimit": "500m"}, 0.5),  # the limit is the quota
+        ({"cpuLimit": "2"}, 2.0),
+    ],
+    ids=["none", "request-milli", "request-cores", "limit-wins", "limit-only"],
+)
+def test_the_executors_cpu_limit_in_cores(fields: dict[str, str], expected: float | None) -> None:
+    assert ExecutorSpec.model_validate(fields).cpu_limit_cores() == expected
