@@ -143,6 +143,10 @@ def _insecure() -> ssl.SSLContext:
     return ctx
 
 
+PROGRESS_EVERY_SECONDS = 15.0
+"""How often a long wait for a component says it is still waiting."""
+
+
 def wait_until(
     what: str,
     check: Callable[[], bool],
@@ -150,11 +154,18 @@ def wait_until(
     log: Path | None = None,
     alive: Callable[[], bool] | None = None,
 ) -> None:
-    """Poll ``check`` until true; on timeout or death raise with the log's tail."""
-    deadline = time.monotonic() + timeout
+    """Poll ``check`` until true; on timeout or death raise with the log's tail. A wait longer
+    than :data:`PROGRESS_EVERY_SECONDS` says every so often what it waits for (not silence)."""
+    start = time.monotonic()
+    deadline = start + timeout
+    told = start
     while True:
         if check():
             return
+        if time.monotonic() - told >= PROGRESS_EVERY_SECONDS:
+            told = time.monotonic()
+            print(f"testbed: still waiting for {what} ({told - start:.0f} s of {timeout:.0f} s)",
+                  flush=True)  # fmt: skip
         dead = alive is not None and not alive()
         if dead or time.monotonic() > deadline:
             tail = ""
