@@ -321,7 +321,10 @@ def _record(
             report.Row(
                 t=round(t, 1),
                 input_rate=rates.arrival_rows_per_second if up else None,
-                processed_rate=rates.processed_rows_per_second if up else None,
+                # a stopped query (repartition) processes nothing: no flat last-batch line
+                processed_rate=rates.processed_rows_per_second
+                if up and phase != "Repartitioning"
+                else None,
                 backlog_records=backlog.records,
                 lag_seconds=backlog.age_seconds,
                 executors=int(ex.live or 0) if up else 0,

@@ -26,9 +26,9 @@ class Row:
     """One second of the demo, as the timeline records it.
 
     ``input_rate`` and ``processed_rate`` are Spark's, for the last batch (as the runner reports
-    them): both drop to 0 while the query is stopped (a repartition) and are unknown (None)
-    while the driver is down, although records keep arriving. What arrives is
-    ``arrival_rate``: the trace's rate at that second.
+    them): Spark's input rate drops to 0 while the query is stopped (a repartition); the
+    processed rate is unknown (None) then, and both are None while the driver is down, although
+    records keep arriving. What arrives is ``arrival_rate``: the trace's rate at that second.
     """
 
     t: float
@@ -103,7 +103,7 @@ DOWNTIME_OF_PHASE = {
     "Down": "recovery",  # the control endpoint did not answer: the driver is dead
     "Failed": "recovery",
     "Starting": "recovery",  # a new driver after a recovery, not yet running its query
-    "Scaling": "scaling",
+    "Scaling": "scaling",  # a scale-in only (_downtime_kind): a scale-out runs beside the query
 }
 """The runner's phases (contracts.runner_api.Phase, plus the demo's ``Down``) in which the
 query is, or may be, stopped, by what caused it. ``Scaling`` only stops the query for a
@@ -112,7 +112,7 @@ run) and an unknown phase are not shaded."""
 DOWNTIME_LABEL = {
     "repartition": "repartition (phase Repartitioning)",
     "recovery": "recovery (driver down or Starting)",
-    "scaling": "scaling (a scale-in stops the query)",
+    "scaling": "scale-in (the query stops at a batch boundary)",
 }
 DOWNTIME_COLOR = {"repartition": "tab:orange", "recovery": "tab:red", "scaling": "tab:gray"}
 
@@ -127,6 +127,15 @@ class Downtime:
     """``repartition``, ``recovery`` or ``scaling`` (:data:`DOWNTIME_OF_PHASE`)."""
 
 
+def _downtime_kind(row: Row) -> str | None:
+    kind = DOWNTIME_OF_PHASE.get(row.phase)
+    if kind == "scaling" and not (
+        row.executors_target is not None and row.executors_target < row.executors
+    ):
+        return None  # a scale-out: new executors join a running query
+    return kind
+
+
 def downtime(rows: Sequence[Row]) -> list[Downtime]:
     """The intervals the timeline saw the runner in a downtime phase: from the first row in
     it to the first row in another phase (or the last row), so at the 1 s sampling's
@@ -134,9 +143,9 @@ def downtime(rows: Sequence[Row]) -> list[Downtime]:
     out: list[Downtime] = []
     i = 0
     while i < len(rows):
-        kind = DOWNTIME_OF_PHASE.get(rows[i].phase)
+        kind = _downtime_kind(rows[i])
         j = i + 1
-        while j < len(rows) and DOWNTIME_OF_PHASE.get(rows[j].phase) == kind:
+        while j < len(rows) and _downtime_kind(rows[j]) == kind:
             j += 1
         if kind is not None:
             out.append(Downtime(rows[i].t, rows[min(j, len(rows) - 1)].t, kind))

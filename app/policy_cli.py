@@ -49,16 +49,23 @@ def summary(doc: StreamJob | ScalingPolicy) -> str:
     """One line saying what a valid manifest is."""
     if isinstance(doc, ScalingPolicy):
         spec = doc.spec
-        return (f"ScalingPolicy {doc.metadata.name}: mode {spec.mode}, executors "
-                f"{spec.executors.min}..{spec.executors.max}, lag SLO {spec.lag.slo_seconds:g} s")
+        return (
+            f"ScalingPolicy {doc.metadata.name}: mode {spec.mode}, executors "
+            f"{spec.executors.min}..{spec.executors.max}, lag SLO {spec.lag.slo_seconds:g} s"
+        )
     job = doc.spec
     mode = f"attached to {job.attach.control_url}" if job.attach else "managed"
     if job.application is not None:
         app = job.application
-        what = (f"script {app.script}" + (f" {' '.join(app.args)}" if app.args else "")
-                if app.script else f"function {app.module}")
+        what = (
+            f"script {app.script}" + (f" {' '.join(app.args)}" if app.args else "")
+            if app.script
+            else f"function {app.module}"
+        )
         return f"StreamJob {doc.metadata.name}: {what}, {mode}, policy {job.policy_ref.name}"
     assert job.source is not None and job.sink is not None and job.pipeline is not None
     ops = ", ".join(op.name for op in job.pipeline)
-    return (f"StreamJob {doc.metadata.name}: {job.source.type} -> [{ops}] -> {job.sink.type}, "
-            f"{mode}, policy {job.policy_ref.name}")
+    return (
+        f"StreamJob {doc.metadata.name}: {job.source.type} -> [{ops}] -> {job.sink.type}, "
+        f"{mode}, policy {job.policy_ref.name}"
+    )

@@ -148,6 +148,7 @@ def test_the_timeline_keeps_its_header_and_appends_the_arrivals(tmp_path: Path) 
         ("R P P P R R", [Downtime(1, 4, "repartition")]),
         ("R D D S S R", [Downtime(1, 5, "recovery")]),
         ("R C R P P", [Downtime(1, 2, "scaling"), Downtime(3, 4, "repartition")]),
+        ("R O O R", []),
         ("R F D S R", [Downtime(1, 4, "recovery")]),
         ("R P D S R", [Downtime(1, 2, "repartition"), Downtime(2, 4, "recovery")]),
         ("R ? X R", []),
@@ -156,7 +157,8 @@ def test_the_timeline_keeps_its_header_and_appends_the_arrivals(tmp_path: Path) 
         "always-running",
         "repartition",
         "driver-killed-and-restarted",
-        "scale-then-repartition",
+        "scale-in-then-repartition",
+        "a-scale-out-is-not-downtime",
         "failed-then-restarted",
         "repartition-then-crash",
         "stopping-and-unknown-not-shaded",
@@ -165,7 +167,11 @@ def test_the_timeline_keeps_its_header_and_appends_the_arrivals(tmp_path: Path) 
 def test_downtime_comes_from_the_runners_phases(phases: str, expected: list[Downtime]) -> None:
     name = {"R": "Running", "P": "Repartitioning", "D": "Down", "S": "Starting", "C": "Scaling",
             "F": "Failed", "X": "Stopping", "?": "None"}  # fmt: skip
-    rows = [_row(float(t), name[p]) for t, p in enumerate(phases.split())]
+    # C: Scaling in (target 1 of 2 live); O: Scaling out (target 3 of 2 live)
+    target = {"C": 1, "O": 3}
+    rows = [_row(float(t), "Scaling" if p == "O" else name[p], executors=2,
+                 executors_target=target.get(p, 2))
+            for t, p in enumerate(phases.split())]  # fmt: skip
     assert downtime(rows) == expected
 
 
