@@ -18,6 +18,8 @@ Hierarchy::
     ├── ActionConflict(RuntimeError)         an action requested while another runs, or in a
     │                                        phase that refuses it: HTTP 409 (operators.actions)
     ├── ClusterError(RuntimeError)           the mini-cluster could not start (operators.cluster)
+    ├── CpuQuotaError(RuntimeError)          a CPU quota cannot be set here: no permission, no
+    │                                        cpu controller, a bad figure (operators.cgroups)
     └── LoadGenError(RuntimeError)           the Kafka load generator cannot run (operators.loadgen)
 
 Each keeps the built-in base it always had (``ValueError`` for what a manifest says,
