@@ -163,6 +163,35 @@ class _Run:
     error: ApplicationError | None = None
 
 
+class _ScriptArgv:
+    """``sys.argv`` while scripts run: the newest run's, and the runner's own once none runs.
+
+    A restart (a repartition) runs the script again on a new thread while the previous run is
+    still returning from ``awaitTermination()``; had that run restored the argv it found, the new
+    run would read the runner's (in CI its output path became the runner's ``job.yaml``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._runner: list[str] = []
+
+    def enter(self, argv: list[str]) -> None:
+        with self._lock:
+            if self._running == 0:
+                self._runner = sys.argv
+            self._running += 1
+            sys.argv = argv
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                sys.argv = self._runner
+
+
+_ARGV = _ScriptArgv()
+
+
 class ApplicationStarter:
     """Runs ``spec.application`` (see the module docstring)."""
 
@@ -214,10 +243,9 @@ class ApplicationStarter:
 
     def _run_script(self, run: _Run) -> None:
         script = str(self.app.script)
-        argv = sys.argv
         _BOUND.starter, _BOUND.run = self, run
         try:
-            sys.argv = [script, *self.app.args]
+            _ARGV.enter([script, *self.app.args])
             sys.path.insert(0, str(Path(script).resolve().parent))
             runpy.run_path(script, run_name="__main__")
         except SystemExit as e:
@@ -229,7 +257,7 @@ class ApplicationStarter:
         except BaseException as e:  # the user's code: anything may come out
             self._fail(run, ApplicationError(_where(script, e), _first_line(e)))
         finally:
-            sys.argv = argv
+            _ARGV.leave()
             with contextlib.suppress(ValueError):
                 sys.path.remove(str(Path(script).resolve().parent))
             _BOUND.starter = _BOUND.run = None
