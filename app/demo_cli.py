@@ -32,13 +32,14 @@ def static_baselines(trace: Trace, duration: float | None) -> list[tuple[str, in
 def executor_cpus(value: str | None) -> float | Literal["job"] | None:
     """``--executor-cpu``: absent -> the job's own limit, ``none`` -> whole cores, else cores."""
     from app.errors import DemoError
+    from contracts.spark import cpu_cores
 
     if value is None:
         return "job"
     if value.lower() == "none":
         return None
     try:
-        cores = float(value[:-1]) / 1000 if value.endswith("m") else float(value)
+        cores = cpu_cores(value)
     except ValueError:
         cores = math.nan
     if not 0 < cores < math.inf:  # NaN fails too

@@ -28,6 +28,12 @@ def jvm_bytes(size: str) -> int:
     return int(size[:-1]) * unit if unit else int(size) * 2**20
 
 
+def cpu_cores(quantity: str) -> float:
+    """A Kubernetes CPU quantity as cores: ``250m`` -> 0.25, ``1.5`` -> 1.5 (ValueError if it
+    is neither)."""
+    return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
 class ExecutorSpec(SpecModel):
     """Starting capacity and executor shape."""
 
@@ -62,9 +68,7 @@ class ExecutorSpec(SpecModel):
         """The executor's CPU limit in cores (``250m`` -> 0.25): ``cpuLimit``, else ``cpu``,
         else None (no limit). The pods get it as a CFS quota; so do the demo's executors."""
         quantity = self.cpu_limit or self.cpu
-        if quantity is None:
-            return None
-        return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+        return None if quantity is None else cpu_cores(quantity)
 
     @model_validator(mode="after")
     def _heap(self) -> ExecutorSpec:
