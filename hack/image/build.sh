@@ -211,6 +211,18 @@ ensure_app_image() {
   say "built $image in $((SECONDS - start)) s ($(($("$docker" image inspect -f '{{.Size}}' "$image") / 1000000)) MB)"
 }
 
+# Images a rebuild replaced (~1.5 GB each, untagged) and BuildKit's cache beyond what the next
+# build reuses are dead weight: left alone they filled the disk after ~10 rebuilds, and the test
+# bed's kubelet tainted its node with disk-pressure. Cheap when there is nothing to drop.
+prune() {
+  local keep=${BUILD_CACHE_KEEP:-3GB} freed
+  freed=$("$docker" image prune -f --filter "label=org.stream-autoscaler.inputs" | awk '/^Total reclaimed space/ {print $4}')
+  [[ -n "$freed" && "$freed" != 0B ]] && say "removed superseded $image builds ($freed)"
+  freed=$("$docker" builder prune -f --keep-storage "$keep" | awk '/^Total/ {print $NF}')
+  [[ -n "$freed" && "$freed" != 0B ]] && say "trimmed the build cache to $keep ($freed)"
+  return 0
+}
+
 # --- into the test bed node's containerd -----------------------------------------------------------
 
 import_to_node() {
@@ -244,6 +256,7 @@ case "$cmd" in
     ensure_dockerd
     ensure_base
     ensure_app_image
+    prune
     import_to_node
     say "done: $image"
     ;;
@@ -254,6 +267,7 @@ case "$cmd" in
     ;;
   env) # where the dockerd this script uses listens (tests look inside the image through it)
     need_root
+    exec 3>&2 # progress to stderr: stdout is the one line callers parse
     ensure_dockerd >&2
     echo "DOCKER_HOST=$DOCKER_HOST"
     ;;
