@@ -89,17 +89,41 @@ class ScalingHistory(Model):
         return None
 
     def blocked(self, now: float, executors: int, partitions: int | None) -> HistoryEntry | None:
-        """The block in force against moving to (executors, partitions), if any."""
+        """The block in force against moving to (executors, partitions), if any.
+
+        A block is scoped to the kind of move it judged: an in-place scale-out (``partitions``
+        None) that did not help blocks in-place moves to as many executors or more, never the
+        repartition that spreads state over them; a repartition to ``p`` partitions blocks
+        repartitions to ``p``. It ends at ``until``."""
         for e in self.entries:
             if (
                 e.kind == "blocked"
                 and (e.until or 0) > now
                 and e.executors is not None
                 and executors >= e.executors
-                and (e.partitions is None or partitions == e.partitions)
+                and e.partitions == partitions
             ):
                 return e
         return None
+
+    def direction_changes_since(self, t: float) -> int:
+        """Scale-up/scale-down flips among the actions at or after ``t`` (the action before
+        ``t`` sets the starting size)."""
+        prev: int | None = None
+        for e in self.entries:
+            if e.kind == "action" and e.executors is not None and e.time < t:
+                prev = e.executors
+        flips, last_dir = 0, 0
+        for e in self.entries:
+            if e.kind != "action" or e.executors is None or e.time < t:
+                continue
+            if prev is not None and e.executors != prev:
+                d = 1 if e.executors > prev else -1
+                if last_dir and d != last_dir:
+                    flips += 1
+                last_dir = d
+            prev = e.executors
+        return flips
 
     def direction_changes(self) -> int:
         """Scale-up/scale-down flips among the recorded actions."""

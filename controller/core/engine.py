@@ -10,13 +10,17 @@ The pipeline, in order (each step may end in a hold that says why):
    target utilization, in place or with a restart that spreads state over the new slots (the
    SEEP move, :mod:`~controller.core.repartition`);
 4. the guards (:mod:`~controller.core.guards`): act only outside [low, high]; scale in only to
-   the highest recommendation over the stabilization window, never while catching up; cooldown
-   after an action; moves that did not help before stay blocked (Dhalion's blacklist).
+   the highest recommendation over the stabilization window (longer after recent direction
+   changes), never while catching up; cooldown after an action (a scale-in never holds back a
+   scale-out); scale-outs that did not help stay blocked for a while, for that kind of move only
+   (Dhalion's blacklist).
 
 Every threshold is a policy field (:mod:`contracts.policy`) except
-:data:`~controller.core.sizing.WORTHWHILE_SHARE` and the capacity model's wall-time fit
+:data:`~controller.core.sizing.WORTHWHILE_SHARE`, the capacity model's wall-time fit
 (:data:`~controller.core.capacity.WALL_FIT_BATCH_SHARE`,
-:data:`~controller.core.capacity.WALL_FIT_MIN_RATIO`), documented where they are declared.
+:data:`~controller.core.capacity.WALL_FIT_MIN_RATIO`) and the scale-in flip back-off
+(:data:`~controller.core.guards.FLIP_BACKOFF`, :data:`~controller.core.guards.FLIP_MEMORY`),
+documented where they are declared.
 """
 
 from __future__ import annotations

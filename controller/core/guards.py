@@ -5,11 +5,16 @@
 - act only outside ``[utilization.low, utilization.high]``;
 - never grow while the backlog already drains within ``lag.catchUpSeconds`` at the current size,
   and never shrink while catching up;
-- no action within ``timing.cooldownSeconds`` of the last one (:func:`cooldown`);
+- no action within ``timing.cooldownSeconds`` of the last one (:func:`cooldown`), except that a
+  scale-in never holds back a scale-out;
 - scale in only once a whole ``timing.scaleDownStabilizationSeconds`` window recommended fewer
-  executors, to the highest recommendation of that window (:func:`scale_in`);
+  executors, to the highest recommendation of that window (:func:`scale_in`); the window grows by
+  :data:`FLIP_BACKOFF` for each recent direction change, so a load oscillating near the window
+  does not make the job flip with it;
 - a scale-out that delivered less than ``safety.ineffectiveScaleUpRatio`` of its expected gain is
-  blocked for ``safety.blockedActionSeconds`` (Dhalion's blacklist, :func:`ineffective`);
+  blocked for ``safety.blockedActionSeconds`` (Dhalion's blacklist, :func:`ineffective`): only
+  scale-outs are judged, and the block covers the kind of move judged (in place, or a
+  repartition to those partitions), so it never stops the repartition that would help;
 - the caps (``executors.min/max``, ``safety.maxScaleUpFactor``) bound the sizing itself
   (:func:`~controller.core.sizing.ceiling`); a sizing that hits them holds with the reason.
 """
@@ -23,6 +28,14 @@ from controller.core.failure import RESTARTING_ACTIONS
 from controller.core.inputs import Inputs
 from controller.core.reasons import Action, BottleneckKind, Reason
 from controller.core.sizing import Demand, Plan, drain_seconds
+
+FLIP_BACKOFF = 1.0
+"""Each scale direction change within :data:`FLIP_MEMORY` stabilization windows lengthens the
+next scale-in's stabilization window by this many windows (0 flips: one window; 2 flips: three)."""
+FLIP_MEMORY = 5.0
+"""How far back direction changes count, in stabilization windows."""
+SCALE_OUT_REASONS = frozenset({Reason.SCALE_OUT.value, Reason.REPARTITION_OUT.value})
+"""The actions the ineffective-action guard judges: those that added capacity for load."""
 
 
 def band(
@@ -39,7 +52,7 @@ def band(
         plan.layout.restart and plan.layout.partitions != current.partitions
     )
 
-    cooling = cooldown(x)
+    cooling = cooldown(x, growing=grows)
     drain = drain_seconds(backlog, arrival, model.capacity(current))
     if (
         grows
@@ -85,6 +98,7 @@ def band(
                 diagnosis,
                 sizing=sizing,
             )
+        cooling = cooldown(x, growing=False)
         if cooling is not None:
             return x.hold(Reason.COOLDOWN, cooling, diagnosis, sizing=sizing)
         why = f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}) at {arrival:,.0f} records/s"
@@ -116,10 +130,13 @@ def band(
     )
 
 
-def cooldown(x: Inputs) -> str | None:
-    """Why acting now is too soon after the last action, or None."""
+def cooldown(x: Inputs, *, growing: bool) -> str | None:
+    """Why acting now is too soon after the last action, or None. A scale-in never holds back
+    a scale-out: the load that came back is not the scale-in's effect to wait for."""
     last = x.history.last_action()
     if last is None:
+        return None
+    if growing and last.reason == Reason.SCALE_IN.value:
         return None
     elapsed = x.now - last.time
     cd = x.policy.timing.cooldown_seconds
@@ -129,9 +146,12 @@ def cooldown(x: Inputs) -> str | None:
 
 
 def ineffective(x: Inputs) -> HistoryEntry | None:
-    """The last scale-out, if it delivered too little of its expected gain while saturated."""
+    """The last scale-out, if it delivered too little of its expected gain while saturated.
+    Scale-ins and recoveries are not judged: their expected rate is no promise of a gain."""
     last, s = x.history.last_action(), x.snapshot
     if last is None or last.expected_rate is None or last.rate_before is None:
+        return None
+    if last.reason not in SCALE_OUT_REASONS:
         return None
     if last.executors is None or s.processed_rate is None:
         return None
@@ -216,7 +236,9 @@ def scale_in(
     """Scale in once every recommendation for a whole stabilization window asked for fewer
     executors than run now, in one step to the highest recommendation of that window (HPA's
     stabilization, but only after the dip has lasted a whole window, like Flink's interval)."""
-    window = x.policy.timing.scale_down_stabilization_seconds
+    base = x.policy.timing.scale_down_stabilization_seconds
+    flips = x.history.direction_changes_since(x.now - FLIP_MEMORY * base)
+    window = base * (1.0 + FLIP_BACKOFF * flips)
     in_window: list[int] = [target]
     since = x.now
     for e in reversed(x.history.entries):
@@ -233,10 +255,11 @@ def scale_in(
     highest = min(max(max(in_window), bounds.min), bounds.max)
     waited = x.now - since
     if waited < window:
+        grown = f", grown for {flips} recent direction change(s)" if flips else ""
         return x.hold(
             Reason.SCALE_DOWN_DEFERRED,
             f"{why}; fewer executors ({highest}) recommended for {waited:.0f} s of the "
-            f"{window:g} s stabilization window: keeping {n_cur}",
+            f"{window:g} s stabilization window{grown}: keeping {n_cur}",
             diagnosis,
             sizing=sizing,
         )

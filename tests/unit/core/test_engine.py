@@ -186,11 +186,90 @@ CASES = [
                     kind="action",
                     action="scale",
                     executors=3,
+                    reason="ScaleOut",
                     rate_before=9_000,
                     expected_rate=20_000,
                 ),
             )
         ),
+    ),
+    Case(
+        "a scale-in is not judged ineffective: the burst that came back scales out",
+        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
+        (SCALE, Reason.SCALE_OUT, 3, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 200,
+                    kind="action",
+                    action="scale",
+                    executors=1,
+                    reason="ScaleIn",
+                    rate_before=9_000,
+                    expected_rate=20_000,
+                ),
+            )
+        ),
+    ),
+    Case(
+        "a scale-in does not hold back a scale-out (no cooldown after it)",
+        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
+        (SCALE, Reason.SCALE_OUT, 3, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 10, kind="action", action="scale", executors=1, reason="ScaleIn"
+                ),
+            )
+        ),
+    ),
+    Case(
+        "a blocked in-place move does not block the repartition that spreads state",
+        snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
+        (REPART, Reason.REPARTITION_OUT, 5, 5),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 60,
+                    kind="blocked",
+                    executors=3,
+                    reason="BlockedIneffective",
+                    until=NOW + 600,
+                ),
+            )
+        ),
+    ),
+    Case(
+        "a blocked repartition to those partitions stays blocked until it expires",
+        snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
+        (HOLD, Reason.BLOCKED_INEFFECTIVE, None, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 60,
+                    kind="blocked",
+                    executors=5,
+                    partitions=5,
+                    reason="BlockedIneffective",
+                    until=NOW + 600,
+                ),
+            )
+        ),
+    ),
+    Case(
+        "recent direction changes lengthen the scale-in window (a full base window is not enough)",
+        snapshot(arrival=2_000, executors=4, partitions=4),
+        (HOLD, Reason.SCALE_DOWN_DEFERRED, None, None),
+        history=history(
+            (400, "action", 2),
+            (300, "action", 4),
+            (250, "action", 2),
+            (200, "action", 4),
+            (130, "recommendation", 2),
+            (90, "recommendation", 3),
+            (30, "recommendation", 1),
+        ),
+        message_has="grown for 2 recent direction change(s)",
     ),
     Case(
         "driver down: recover from the checkpoint, sized to catch up",
