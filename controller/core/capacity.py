@@ -11,6 +11,14 @@ driver overhead that executors do not shrink. So, at arrival rate ``R`` and trig
 So utilization means the same with a 0.1 s or a 0.5 s overhead: the share of the executors' time
 budget in use. The overhead itself is reported (and a longer trigger suggested), not scaled.
 
+The budget is the longest batch the lag SLO allows (:func:`batch_budget_seconds`), not the
+trigger alone: a job that falls behind its trigger runs longer batches that amortize the overhead
+(Spark starts the next batch at once, with everything that arrived), and the SLO, not the trigger,
+is the promise. A record waits for the batch running when it arrives, then for its own, so a job
+whose batches take ``B`` seconds lags up to about ``2B`` (:data:`LAG_PER_BATCH`): batches may
+last up to ``max(trigger, SLO / 2)``. At utilization ``u`` of that budget the batches settle at
+``overhead / (1 - u * (1 - overhead / budget))``, within the budget for any ``u <= 1``.
+
 ``spread[s] >= 1`` is a wall-time inflation over a perfect spread (stragglers, task launch, stage
 barriers). Busy time is trusted first (DS2): at a light load the wall time is mostly fixed
 per-task cost, and wall times mix batches that ran at different parallelism. But a job whose
@@ -31,6 +39,10 @@ from dataclasses import dataclass, replace
 from controller.core.snapshot import MetricsSnapshot, StageKind
 
 _PSEUDO_STAGE = "job"
+
+LAG_PER_BATCH = 2.0
+"""The lag of a job whose batches take ``B`` seconds reaches about ``LAG_PER_BATCH * B``: a record
+waits for the batch running when it arrives, then is processed by the next."""
 
 WALL_FIT_BATCH_SHARE = 0.8
 """From batches this long (share of the trigger interval) on, their wall time is the job's cost:
@@ -79,10 +91,14 @@ class CapacityModel:
     """Mean batch duration in the window (s); longer than the trigger while catching up."""
     wall_ratio: float = 1.0
     """The spread applied from :func:`wall_fit` (1 = the busy-time model as measured)."""
+    budget_seconds: float = 0.0
+    """The batch-time budget (s): the longest batch the lag SLO allows
+    (:func:`batch_budget_seconds`); 0 = the trigger interval."""
 
     @staticmethod
-    def from_snapshot(s: MetricsSnapshot) -> CapacityModel | None:
-        """The model, or None when the snapshot cannot tell the costs (idle or unknown)."""
+    def from_snapshot(s: MetricsSnapshot, slo_seconds: float | None = None) -> CapacityModel | None:
+        """The model, or None when the snapshot cannot tell the costs (idle or unknown).
+        ``slo_seconds``: the lag SLO the batch-time budget derives from (None: the trigger)."""
         if s.executors is None or s.window_seconds is None:
             return None
         records = _records_in_window(s)
@@ -112,6 +128,7 @@ class CapacityModel:
             current_executors=s.executors,
             current_partitions=stateful.partitions if stateful else None,
             batch_seconds=s.batch_duration_seconds or 0.0,
+            budget_seconds=batch_budget_seconds(s.trigger_interval_seconds or 0.0, slo_seconds),
         )
         return wall_fit(measured, s, records)
 
@@ -148,8 +165,11 @@ class CapacityModel:
         return min(1.0, self.overhead_seconds / span)
 
     def budget_share(self) -> float:
-        """Share of the trigger interval left for work after the fixed overhead."""
-        return 1.0 - self.overhead_share()
+        """Share of the batch-time budget left for work after the fixed overhead."""
+        span = max(self.interval_seconds, self.budget_seconds)
+        if span <= 0:
+            return 1.0
+        return 1.0 - self.overhead_seconds / span
 
     def utilization(self, rate: float, layout: Layout) -> float:
         """Busy fraction of the work budget needed to process ``rate`` records/s."""
@@ -178,6 +198,14 @@ class CapacityModel:
             return st.cost * st.spread / max(1, par)
 
         return max(self.stages, key=wall)
+
+
+def batch_budget_seconds(interval: float, slo_seconds: float | None) -> float:
+    """The longest batch the lag SLO allows: ``max(trigger, SLO / LAG_PER_BATCH)``; the trigger
+    when no SLO is given."""
+    if slo_seconds is None:
+        return interval
+    return max(interval, slo_seconds / LAG_PER_BATCH)
 
 
 def wall_fit(model: CapacityModel, s: MetricsSnapshot, records: float) -> CapacityModel:

@@ -51,7 +51,7 @@ def decide(
     problem = _data_problem(x)
     if problem is not None:
         return problem
-    model = CapacityModel.from_snapshot(snapshot)
+    model = CapacityModel.from_snapshot(snapshot, policy.lag.slo_seconds)
     diagnosis = diagnose(snapshot, model, policy)
     if model is None:
         return _without_model(x, diagnosis)

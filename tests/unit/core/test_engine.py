@@ -91,14 +91,14 @@ CASES = [
     Case(
         "stateful stage at its partition cap repartitions (the SEEP move)",
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
-        (REPART, Reason.REPARTITION_OUT, 5, 5),
+        (REPART, Reason.REPARTITION_OUT, 4, 4),
         diagnosis=BottleneckKind.STATE_PARTITIONS,
-        message_has="repartition state 2 -> 5",
+        message_has="repartition state 2 -> 4",
     ),
     Case(
         "stateful stage with spare partitions restarts to spread state",
         snapshot(arrival=20_000, executors=2, partitions=8, backlog=100_000, age=10),
-        (REPART, Reason.REPARTITION_OUT, 5, 8),
+        (REPART, Reason.REPARTITION_OUT, 4, 8),
         message_has="restart at a batch boundary",
     ),
     Case(
@@ -141,11 +141,18 @@ CASES = [
         message_has="max 2",
     ),
     Case(
-        "fixed driver overhead dominates: executors cannot help",
+        "fixed driver overhead dominates the batches the SLO allows: executors cannot help",
         snapshot(arrival=5_000, overhead_seconds=0.95),
         (HOLD, Reason.DRIVER_OVERHEAD_BOUND, None, None),
+        policy=policy(lag={"sloSeconds": 2}),
         diagnosis=BottleneckKind.DRIVER_OVERHEAD,
         message_has="longer trigger",
+    ),
+    Case(
+        "the same overhead under a 30 s SLO: batches may grow to 15 s and amortize it",
+        snapshot(arrival=5_000, overhead_seconds=0.95),
+        (HOLD, Reason.WITHIN_BAND, None, None),
+        diagnosis=BottleneckKind.DRIVER_OVERHEAD,
     ),
     Case(
         "read stage at its source-partition cap: suggest more partitions",
@@ -226,7 +233,7 @@ CASES = [
     Case(
         "a blocked in-place move does not block the repartition that spreads state",
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
-        (REPART, Reason.REPARTITION_OUT, 5, 5),
+        (REPART, Reason.REPARTITION_OUT, 4, 4),
         history=ScalingHistory(
             entries=(
                 HistoryEntry(
@@ -248,8 +255,8 @@ CASES = [
                 HistoryEntry(
                     time=NOW - 60,
                     kind="blocked",
-                    executors=5,
-                    partitions=5,
+                    executors=4,
+                    partitions=4,
                     reason="BlockedIneffective",
                     until=NOW + 600,
                 ),

@@ -52,7 +52,7 @@ CASES = [
         "one-partition topic, one executor: hold and suggest minPartitions, never scale out",
         kafka_job(topic_partitions=1, executors=1, arrival=15_000),
         (Action.HOLD, Reason.SOURCE_PARTITION_BOUND),
-        "minPartitions to 4 (or give the topic 4 partitions) and run 4 executor(s)",
+        "minPartitions to 3 (or give the topic 3 partitions) and run 3 executor(s)",
     ),
     Case(
         "two partitions, two executors, 20k/s: 4 partitions on 4 executors carry it at 70%",
