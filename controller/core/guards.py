@@ -54,19 +54,20 @@ def band(
 
     cooling = cooldown(x, growing=grows)
     drain = drain_seconds(backlog, arrival, model.capacity(current))
+    within = d.drain_within or pol.lag.catch_up_seconds
     if (
         grows
         and catching_up
         and util_arrival <= pol.utilization.high
         and drain is not None
-        and drain <= pol.lag.catch_up_seconds
+        and drain <= within
         and (s.backlog_age_seconds or 0.0) < pol.lag.slo_seconds
     ):
         # draining at more than the arrival rate, the backlog's age only falls from here
         return x.hold(
             Reason.CATCHING_UP,
             f"backlog of {backlog:,.0f} records drains in {drain:.0f} s at the current "
-            f"{model.capacity(current):,.0f} records/s (catch-up {pol.lag.catch_up_seconds:g} s): "
+            f"{model.capacity(current):,.0f} records/s (within {within:.0f} s): "
             "no extra executors needed",
             diagnosis,
             sizing=sizing,
@@ -89,6 +90,16 @@ def band(
                 }
             )
         return x.hold(plan.limit[0], plan.limit[1], diagnosis, sizing=sizing)
+    shrinks = plan.layout.executors < n_cur or util_arrival < pol.utilization.low
+    if not d.backlog_known and shrinks:
+        return x.hold(
+            Reason.NO_METRICS,
+            f"busy {util_arrival:.0%} at {arrival:,.0f} records/s, but the backlog "
+            f"{'or its age ' if s.backlog_records else ''}is unknown: holding {n_cur} "
+            "(an unknown backlog is never read as none)",
+            diagnosis,
+            sizing=sizing,
+        )
     if plan.layout.executors < n_cur and util_arrival < pol.utilization.low:
         if catching_up:
             return x.hold(

@@ -54,12 +54,13 @@ def restart_within_budget(x: Inputs, possible: bool, downtime: float | None) -> 
 
 def smallest_restart(
     x: Inputs, model: CapacityModel, required: float, arrival: float, lo: int, hi: int,
-    downtime: float,
+    downtime: float, drain_within: float | None = None,
 ) -> Layout | None:
     """The fewest executors (``lo..hi``) that, restarted with their partitions, carry
-    ``required`` plus the arrivals queued while the job is down at the target utilization."""
+    ``required`` plus the arrivals queued while the job is down (drained within
+    ``drain_within``, else ``lag.catchUpSeconds``) at the target utilization."""
     pol = x.policy
-    extra = arrival * downtime / pol.lag.catch_up_seconds
+    extra = arrival * downtime / (drain_within or pol.lag.catch_up_seconds)
     for n in range(max(lo, 1), hi + 1):
         lay = Layout(n, partitions_for(x, model, n), restart=True)
         if model.utilization(required + extra, lay) <= pol.utilization.target:

@@ -1,8 +1,12 @@
 """DS2 sizing: the rate the job must carry, and the smallest layout that carries it.
 
-1. :func:`demand`: the required rate is the arrival rate plus, while a backlog is older than
-   ``lag.backlogToleranceSeconds``, the backlog over ``lag.catchUpSeconds``; below the current
-   capacity it also covers the backlog that keeps growing while new executors start.
+1. :func:`demand`: the required rate is the arrival rate, plus a drain term only when the lag
+   budget cannot absorb the backlog. The backlog may wait while ``max(age, backlog / capacity)``
+   plus the time new executors take to start (``timing.executorStartupSeconds``) stays under
+   ``lag.sloSeconds``; otherwise it is drained within ``min(lag.catchUpSeconds, SLO - startup -
+   age)`` (never planned shorter than the startup itself), including what piles up while new
+   executors start. An unknown backlog makes the required rate a lower bound: it may justify a
+   scale-out, never a scale-in (:mod:`~controller.core.guards`).
 2. :func:`plan`: the fewest executors that carry it at ``utilization.target``, in place or with a
    restart that spreads state over the new slots (:mod:`~controller.core.repartition`), within
    :func:`ceiling`. When nothing within bounds is enough, :func:`best_effort` takes the least
@@ -43,9 +47,13 @@ class Demand:
     arrival: float
     backlog: float
     catching_up: bool
-    """A backlog older than ``lag.backlogToleranceSeconds`` is to be drained."""
+    """A backlog older than ``lag.backlogToleranceSeconds`` is draining (no scale-in)."""
     required: float
-    """Arrival plus backlog / catch-up time (DS2's target rate with the catch-up)."""
+    """Arrival plus, when the lag budget cannot absorb the backlog, backlog / ``drain_within``."""
+    drain_within: float | None = None
+    """Seconds the backlog must drain within, or None while the lag budget absorbs it."""
+    backlog_known: bool = True
+    """False when the backlog or its age is unknown: ``required`` is then a lower bound."""
 
 
 @dataclass(frozen=True)
@@ -57,20 +65,43 @@ class Plan:
 
 
 def demand(x: Inputs, model: CapacityModel) -> Demand:
-    """The required rate at the current layout."""
+    """The required rate at the current layout: the arrival, and the backlog's drain when the
+    lag budget cannot absorb it."""
     s, pol = x.snapshot, x.policy
     current = Layout(model.current_executors, model.current_partitions, restart=False)
-    backlog = s.backlog_records or 0.0
-    catching_up = (s.backlog_age_seconds or 0.0) > pol.lag.backlog_tolerance_seconds
     arrival = s.arrival_rate or 0.0
-    required = arrival + (backlog / pol.lag.catch_up_seconds if catching_up else 0.0)
-    now_cap = model.capacity(current)
-    if required > now_cap:
-        # backlog that keeps growing until new executors run tasks
-        required += (
-            (arrival - now_cap) * pol.timing.executor_startup_seconds / (pol.lag.catch_up_seconds)
-        )
-    return Demand(current, arrival, backlog, catching_up, required)
+    known = s.backlog_records is not None and (
+        s.backlog_records <= 0 or s.backlog_age_seconds is not None
+    )
+    backlog = s.backlog_records or 0.0
+    age = s.backlog_age_seconds or 0.0
+    catching_up = age > pol.lag.backlog_tolerance_seconds
+    drain_within = lag_budget_drain(x, model, backlog, age) if known else None
+    required = arrival
+    if drain_within is not None:
+        startup = pol.timing.executor_startup_seconds
+        # what piles up until new executors run tasks
+        grown = backlog + max(0.0, arrival - model.capacity(current)) * startup
+        required = arrival + grown / drain_within
+    return Demand(current, arrival, backlog, catching_up, required, drain_within, known)
+
+
+def lag_budget_drain(x: Inputs, model: CapacityModel, backlog: float, age: float) -> float | None:
+    """Seconds within which ``backlog`` must drain, or None while the lag budget absorbs it.
+
+    The backlog may wait while ``max(age, backlog / capacity) + startup < SLO``: the current
+    executors clear it before the SLO even if new ones were needed. Otherwise it drains within
+    ``min(catchUpSeconds, SLO - startup - age)``, not planned shorter than the startup: capacity
+    cannot arrive sooner."""
+    if backlog <= 0:
+        return None
+    pol = x.policy
+    slo, startup = pol.lag.slo_seconds, pol.timing.executor_startup_seconds
+    cap = model.capacity(Layout(model.current_executors, model.current_partitions, False))
+    clear = backlog / cap if cap > 0 else math.inf
+    if max(age, clear) + startup < slo:
+        return None
+    return max(min(pol.lag.catch_up_seconds, slo - startup - age), startup, 1e-9)
 
 
 def sizing_of(x: Inputs, model: CapacityModel, d: Demand, p: Plan) -> Sizing:
@@ -99,8 +130,15 @@ def ceiling(x: Inputs, model: CapacityModel) -> int:
     return max(min(x.policy.executors.max, grow), x.policy.executors.min)
 
 
-def plan(x: Inputs, model: CapacityModel, required: float, arrival: float) -> Plan:
-    """The smallest layout that carries ``required`` at the target utilization."""
+def plan(
+    x: Inputs,
+    model: CapacityModel,
+    required: float,
+    arrival: float,
+    drain_within: float | None = None,
+) -> Plan:
+    """The smallest layout that carries ``required`` at the target utilization (a restart also
+    the arrivals queued while it is down, drained within ``drain_within`` or the catch-up)."""
     pol = x.policy
     lo, hi = pol.executors.min, ceiling(x, model)
     target = pol.utilization.target
@@ -117,7 +155,7 @@ def plan(x: Inputs, model: CapacityModel, required: float, arrival: float) -> Pl
     downtime = repartition_downtime(x)
     possible = can_restart(x, model, downtime)
     if restart_within_budget(x, possible, downtime) and downtime is not None:
-        restart = smallest_restart(x, model, required, arrival, lo, hi, downtime)
+        restart = smallest_restart(x, model, required, arrival, lo, hi, downtime, drain_within)
 
     if in_place is not None and (restart is None or in_place.executors <= restart.executors):
         return Plan(in_place, 0.0, None)

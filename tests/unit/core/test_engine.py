@@ -85,7 +85,7 @@ CASES = [
     Case(
         "stateless bottleneck scales out in place, one step",
         _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 3, None),
+        (SCALE, Reason.SCALE_OUT, 2, None),
         diagnosis=BottleneckKind.TASK_SLOTS,
     ),
     Case(
@@ -179,7 +179,7 @@ CASES = [
     Case(
         "recommend mode decides but does not act",
         _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 3, None),
+        (SCALE, Reason.SCALE_OUT, 2, None),
         policy=policy(mode="recommend"),
     ),
     Case(
@@ -203,7 +203,7 @@ CASES = [
     Case(
         "a scale-in is not judged ineffective: the burst that came back scales out",
         _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 3, None),
+        (SCALE, Reason.SCALE_OUT, 2, None),
         history=ScalingHistory(
             entries=(
                 HistoryEntry(
@@ -221,7 +221,7 @@ CASES = [
     Case(
         "a scale-in does not hold back a scale-out (no cooldown after it)",
         _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 3, None),
+        (SCALE, Reason.SCALE_OUT, 2, None),
         history=ScalingHistory(
             entries=(
                 HistoryEntry(
@@ -344,6 +344,16 @@ HOSTILE = [
     ("negative arrival rate", snapshot(arrival=-5.0), Reason.NO_METRICS),
     ("executors unknown", snapshot(executors=None), Reason.NO_METRICS),
     ("stale metrics", snapshot(observed_at=NOW - 600), Reason.STALE_METRICS),
+    (
+        "unknown backlog on an over-provisioned job (was ScaleIn 4 -> 1)",
+        snapshot(arrival=2_000, executors=4, partitions=4, backlog=None),
+        Reason.NO_METRICS,
+    ),
+    (
+        "a backlog of unknown age",
+        snapshot(arrival=2_000, executors=4, partitions=4, backlog=5e4, age=None),
+        Reason.NO_METRICS,
+    ),
     ("no batch in the window", snapshot(batches=0), Reason.INSUFFICIENT_DATA),
     (
         "no per-stage series and no batch durations",
@@ -390,5 +400,50 @@ def test_record_keeps_recommendations_actions_and_blocks() -> None:
     h = record(ScalingHistory(), d, NOW, rate_before=9_000)
     kinds = [e.kind for e in h.entries]
     assert kinds == ["recommendation", "action"]
-    assert h.last_action() is not None and h.last_action().executors == 3  # type: ignore[union-attr]
+    assert h.last_action() is not None and h.last_action().executors == 2  # type: ignore[union-attr]
     assert h.entries[1].expected_rate and h.entries[1].expected_rate > 9_000
+
+
+LAG_BUDGET = [
+    # (name, arrival, backlog, age, drain within (s) or None, executors)
+    ("no backlog: the arrival alone", 12_000, 0.0, 0.0, None, 2),
+    ("a backlog the lag budget absorbs adds no drain term", 12_000, 50_000, 10, None, 2),
+    # clear = 200k / ~10k/s = 20 s; 20 + 12 s startup >= 30 s SLO: drain within
+    # min(60, 30 - 12 - 14) = 4 s, never planned shorter than the 12 s startup
+    ("an old backlog drains before the SLO, not within the catch-up", 12_000, 200_000, 14, 12, 4),
+    # age 2 s but 400k records: 40 s at the current capacity, past the SLO (4: growth x4 cap)
+    ("a large young backlog drains within SLO - startup - age", 12_000, 400_000, 2, 16, 4),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "arrival", "backlog", "age", "within", "executors"),
+    LAG_BUDGET,
+    ids=[c[0] for c in LAG_BUDGET],
+)
+def test_the_lag_budget_decides_the_drain(
+    name: str, arrival: float, backlog: float, age: float, within: float | None, executors: int
+) -> None:
+    from controller.core.capacity import CapacityModel
+    from controller.core.inputs import Inputs
+    from controller.core.sizing import demand
+
+    observed = _stateless_heavy(arrival=arrival, backlog=backlog, age=age)
+    pol = ScalingPolicySpec()
+    model = CapacityModel.from_snapshot(observed, pol.lag.slo_seconds)
+    assert model is not None
+    d = demand(Inputs(observed, pol, ScalingHistory(), NOW), model)
+    assert d.drain_within == within
+    if within is None:
+        assert d.required == arrival
+    else:
+        assert d.required > arrival + backlog / within  # plus what piles up during the startup
+    decision = decide(observed, pol, ScalingHistory(), NOW)
+    assert decision.target_executors == executors, decision.message
+
+
+def test_an_unknown_backlog_still_allows_a_scale_out_on_the_arrival_alone() -> None:
+    d = decide(
+        _stateless_heavy(arrival=12_000, backlog=None), ScalingPolicySpec(), ScalingHistory(), NOW
+    )
+    assert (d.action, d.reason, d.target_executors) == (Action.SCALE, Reason.SCALE_OUT, 2)

@@ -62,7 +62,7 @@ CASES = [
     ),
     Case(
         "no partition count within executors.max is enough: say so",
-        kafka_job(topic_partitions=2, executors=2, arrival=40_000, backlog=1e5, age=10),
+        kafka_job(topic_partitions=2, executors=2, arrival=60_000, backlog=1e5, age=10),
         (Action.HOLD, Reason.SOURCE_PARTITION_BOUND),
         "even 8 would not carry it within executors.max=8",
     ),
