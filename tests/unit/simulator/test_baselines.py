@@ -7,10 +7,12 @@ import pytest
 from controller.core.snapshot import MetricsSnapshot, StageMetrics
 from controller.simulator.baselines import (
     Current,
+    DStream,
     Flink,
     FlinkVertex,
     Observation,
     align_up,
+    dstream_processing_seconds,
     dstream_target,
     flink_target_capacity,
     flink_vertex_parallelism,
@@ -66,20 +68,84 @@ def test_hpa_rate_limit(desired: int, current: int, expected: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("avg", "interval", "live", "lo", "hi", "expected"),
+    ("avg", "interval", "live", "requested", "expected"),
     [
-        (0.9, 1.0, 2, 1, 8, 3),  # ratio 0.9 >= 0.9: max(round(0.9), 1) = 1 more
-        (2.5, 1.0, 2, 1, 8, 5),  # ratio 2.5: Scala round half up = 3 more
-        (31.0, 1.0, 3, 1, 8, 8),  # capped at max
-        (0.5, 1.0, 4, 1, 8, 4),  # between the ratios: nothing
-        (0.3, 1.0, 4, 1, 8, 3),  # ratio <= 0.3: kill one
-        (0.1, 1.0, 1, 1, 8, 1),  # never below min
-        (5.0, 10.0, 2, 1, 8, 2),  # ratio 0.5 with a 10 s interval
+        (0.9, 1.0, 2, 2, 3),  # ratio 0.9 >= 0.9: max(round(0.9), 1) = 1 more
+        (2.5, 1.0, 2, 2, 5),  # ratio 2.5: Scala round half up = 3 more
+        (31.0, 1.0, 3, 3, 8),  # capped at max
+        (1.2, 1.0, 2, 5, 3),  # registered + 1: the requested total drops from 5 to 3
+        (0.5, 1.0, 4, 4, 4),  # between the ratios: nothing
+        (0.3, 1.0, 4, 4, 3),  # ratio <= 0.3: kill one
+        (0.2, 1.0, 3, 5, 4),  # the kill lowers the requested total (5), not the registered (3)
+        (0.1, 1.0, 1, 3, 3),  # only min registered: no kill, pending ones still come
+        (0.1, 1.0, 1, 1, 1),  # never below min
+        (5.0, 10.0, 2, 2, 2),  # ratio 0.5 with a 10 s interval
+        (0.8999, 1.0, 2, 2, 2),  # 899 ms (whole ms, Long division): below 0.9
+        (0.3009, 1.0, 4, 4, 3),  # 300 ms: at the down ratio
     ],
-    ids=["at-up-ratio", "round-half-up", "max", "band", "kill-one", "min", "long-interval"],
+    ids=[
+        "at-up-ratio",
+        "round-half-up",
+        "max",
+        "up-from-registered",
+        "band",
+        "kill-one",
+        "kill-lowers-requested",
+        "min-registered",
+        "min",
+        "long-interval",
+        "whole-ms-below-up",
+        "whole-ms-at-down",
+    ],
 )
-def test_dstream_rule(avg: float, interval: float, live: int, lo: int, hi: int, expected: int):
-    assert dstream_target(avg, interval, live, lo, hi) == expected
+def test_dstream_rule(avg: float, interval: float, live: int, requested: int, expected: int):
+    assert dstream_target(avg, interval, live, requested, 1, 8) == expected
+
+
+@pytest.mark.parametrize(
+    ("batch", "overhead", "expected"),
+    [(1.3, 0.3, 1.0), (0.55, 0.3, 0.25), (0.3, 0.3, 0.0), (0.8, None, 0.8)],
+    ids=["busy", "light", "overhead-only", "no-overhead-metric"],
+)
+def test_dstream_processing_excludes_driver_overhead(
+    batch: float, overhead: float | None, expected: float
+) -> None:
+    """``processingDelay`` runs from the first job's start: the driver overhead is not in it."""
+    assert dstream_processing_seconds(batch, overhead) == pytest.approx(expected)
+
+
+def _dstream_snap(batch: float, overhead: float, executors: int) -> MetricsSnapshot:
+    return MetricsSnapshot(
+        job="t",
+        observed_at=1.0,
+        window_seconds=60.0,
+        trigger_interval_seconds=1.0,
+        batches=60,
+        batch_duration_seconds=batch,
+        overhead_seconds=overhead,
+        executors=executors,
+        driver_up=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("batch", "overhead", "expected"),
+    [
+        # 0.55 s batches of which 0.3 s driver overhead: processing 0.25 s, ratio 0.25 -> kill
+        # one (counting the overhead, 0.55, would hold)
+        (0.55, 0.3, 3),
+        # 1.1 s batches, 0.3 s overhead: processing 0.8 s, ratio 0.8 -> hold (1.1 would add 1)
+        (1.1, 0.3, None),
+        # 1.3 s batches, 0.3 s overhead: processing 1.0 s, ratio 1.0 -> one more
+        (1.3, 0.3, 5),
+    ],
+    ids=["down-without-overhead", "hold-without-overhead", "up"],
+)
+def test_dstream_ratio_excludes_driver_overhead(
+    batch: float, overhead: float, expected: int | None
+) -> None:
+    cmd = DStream(1, 8).tick(Observation(_dstream_snap(batch, overhead, 4)), 60.0, Current(4, 2))
+    assert (cmd.executors if cmd is not None else None) == expected
 
 
 def test_round_half_up_matches_scala() -> None:
