@@ -24,10 +24,17 @@ from controller.simulator.autoscaler import (
     round_half_up,
 )
 from controller.simulator.flink import (
+    FLINK_BACKLOG_LAG_THRESHOLD,
+    FLINK_SCALE_DOWN_INTERVAL,
+    FLINK_STABILIZATION_INTERVAL,
+    DelayedScaleDown,
     Flink,
     FlinkVertex,
-    align_up,
+    flink_apply_scale_down_interval,
+    flink_processing_backlog,
+    flink_scale,
     flink_target_capacity,
+    flink_time_scale,
     flink_vertex_parallelism,
 )
 from controller.simulator.model import JobModel
@@ -38,17 +45,21 @@ __all__ = [
     "Command",
     "Current",
     "DStream",
+    "DelayedScaleDown",
     "Flink",
     "FlinkVertex",
     "Hpa",
     "Observation",
     "Static",
-    "align_up",
     "clamp",
     "dstream_processing_seconds",
     "dstream_target",
     "executors_for",
+    "flink_apply_scale_down_interval",
+    "flink_processing_backlog",
+    "flink_scale",
     "flink_target_capacity",
+    "flink_time_scale",
     "flink_vertex_parallelism",
     "hpa_rate_limit",
     "hpa_recommend",
@@ -270,13 +281,16 @@ def make_baseline(
     if name == "flink":
         t = policy.timing
         restart = model.repartition_seconds(0.0, True)
+        k = flink_time_scale(t.window_seconds)  # Flink's 15 min metrics window -> ours
         flink = Flink(
             lo,
             hi,
             policy.partitions.max,
             catch_up=policy.lag.catch_up_seconds,
             restart_time=restart,
-            stabilization=t.cooldown_seconds,
+            stabilization=FLINK_STABILIZATION_INTERVAL * k,
+            scale_down_interval=FLINK_SCALE_DOWN_INTERVAL * k,
+            backlog_lag_threshold=FLINK_BACKLOG_LAG_THRESHOLD * k,
             interval=t.evaluation_interval_seconds,
             window=t.window_seconds,
         )
