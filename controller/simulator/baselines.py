@@ -24,10 +24,17 @@ from controller.simulator.autoscaler import (
     round_half_up,
 )
 from controller.simulator.flink import (
+    FLINK_BACKLOG_LAG_THRESHOLD,
+    FLINK_SCALE_DOWN_INTERVAL,
+    FLINK_STABILIZATION_INTERVAL,
+    DelayedScaleDown,
     Flink,
     FlinkVertex,
-    align_up,
+    flink_apply_scale_down_interval,
+    flink_processing_backlog,
+    flink_scale,
     flink_target_capacity,
+    flink_time_scale,
     flink_vertex_parallelism,
 )
 from controller.simulator.model import JobModel
@@ -38,16 +45,21 @@ __all__ = [
     "Command",
     "Current",
     "DStream",
+    "DelayedScaleDown",
     "Flink",
     "FlinkVertex",
     "Hpa",
     "Observation",
     "Static",
-    "align_up",
     "clamp",
+    "dstream_processing_seconds",
     "dstream_target",
     "executors_for",
+    "flink_apply_scale_down_interval",
+    "flink_processing_backlog",
+    "flink_scale",
     "flink_target_capacity",
+    "flink_time_scale",
     "flink_vertex_parallelism",
     "hpa_rate_limit",
     "hpa_recommend",
@@ -151,33 +163,51 @@ class Hpa:
 # --- Spark DStream dynamic allocation ------------------------------------------------------
 
 
+def dstream_processing_seconds(batch_seconds: float, overhead_seconds: float | None) -> float:
+    """What Spark's listener reports as a batch's ``processingDelay``.
+
+    ``BatchInfo.processingDelay = processingEndTime - processingStartTime``; ``JobScheduler``
+    sets ``processingStartTime`` when the batch's first job starts and ``processingEndTime`` when
+    its last job ends. The model's per-batch driver overhead (planning, offsets, WAL, commits)
+    runs before the first job, so it is not processing time: batch wall time minus overhead.
+    """
+    return max(0.0, batch_seconds - (overhead_seconds or 0.0))
+
+
 def dstream_target(
-    avg_batch_seconds: float,
+    avg_processing_seconds: float,
     interval: float,
     live: int,
+    requested: int,
     lo: int,
     hi: int,
     up: float = 0.9,
     down: float = 0.3,
 ) -> int:
-    """Spark's ``streaming.scheduler.ExecutorAllocationManager.manageAllocation``.
+    """The executor total after Spark's ``streaming.scheduler.ExecutorAllocationManager
+    .manageAllocation``.
 
-    ``ratio = avg batch processing time / batch interval``; ``ratio >= up``: request
-    ``max(round(ratio), 1)`` executors over the registered ones (bounded by max, min); ``ratio <=
-    down``: kill one executor if more than min are registered.
+    ``ratio = averageBatchProcTime / batchDurationMs``, the average in whole milliseconds (Long
+    division). ``ratio >= up``: ``requestExecutors(max(round(ratio), 1))`` asks for a total of
+    ``max(min(max, registered + n), min)`` (Scala ``math.round``: half up). ``ratio <= down``:
+    ``killExecutor`` kills one registered executor if more than min are registered, and
+    ``killExecutor`` lowers the requested total by one (``adjustTargetNumExecutors = true``).
+    Otherwise the total stays ``requested``.
     """
-    ratio = avg_batch_seconds / interval
+    avg_ms = math.floor(avg_processing_seconds * 1000 + 1e-6)
+    ratio = avg_ms / (interval * 1000)
     if ratio >= up:
         return max(min(hi, live + max(round_half_up(ratio), 1)), lo)
-    if ratio <= down and live > lo:
-        return live - 1
-    return live
+    if ratio <= down and live > 0 and live > lo:
+        return requested - 1
+    return requested
 
 
 @dataclass
 class DStream:
     """``spark.streaming.dynamicAllocation.*``: scalingUpRatio 0.9, scalingDownRatio 0.3,
-    scalingInterval 60 s; ratio of the average batch processing time to the batch interval."""
+    scalingInterval 60 s; ratio of the average batch processing time (``processingDelay``: first
+    job start to last job end, no driver overhead) to the batch interval."""
 
     min_executors: int
     max_executors: int
@@ -194,19 +224,20 @@ class DStream:
             return None  # no completed batch since the last tick: Spark does nothing
         trig = snap.trigger_interval_seconds or 1.0
         live = snap.executors or 0
+        proc = dstream_processing_seconds(snap.batch_duration_seconds, snap.overhead_seconds)
         n = dstream_target(
-            snap.batch_duration_seconds,
+            proc,
             trig,
             live,
+            cur.executors,
             self.min_executors,
             self.max_executors,
             self.up,
             self.down,
         )
-        if n == live or n == cur.executors:
+        if n == cur.executors:
             return None
-        ratio = snap.batch_duration_seconds / trig
-        return Command("scale", n, reason=f"batch/interval {ratio:.2f}")
+        return Command("scale", n, reason=f"processing/interval {proc / trig:.2f}")
 
 
 # --- construction --------------------------------------------------------------------------
@@ -250,13 +281,16 @@ def make_baseline(
     if name == "flink":
         t = policy.timing
         restart = model.repartition_seconds(0.0, True)
+        k = flink_time_scale(t.window_seconds)  # Flink's 15 min metrics window -> ours
         flink = Flink(
             lo,
             hi,
             policy.partitions.max,
             catch_up=policy.lag.catch_up_seconds,
             restart_time=restart,
-            stabilization=t.cooldown_seconds,
+            stabilization=FLINK_STABILIZATION_INTERVAL * k,
+            scale_down_interval=FLINK_SCALE_DOWN_INTERVAL * k,
+            backlog_lag_threshold=FLINK_BACKLOG_LAG_THRESHOLD * k,
             interval=t.evaluation_interval_seconds,
             window=t.window_seconds,
         )
