@@ -157,9 +157,10 @@ class CapacityModel:
         return total
 
     def overhead_share_of_batch(self) -> float:
-        """Fixed driver time as a share of the batch as it runs: of the trigger while the job
-        keeps up, of the (longer) batch while it catches up, when big batches amortize it."""
-        span = max(self.interval_seconds, self.batch_seconds)
+        """Fixed driver time as a share of the longest batch the job may run: the batch-time
+        budget the SLO allows, or the (longer) batch while it catches up, when big batches
+        amortize it."""
+        span = max(self.interval_seconds, self.budget_seconds, self.batch_seconds)
         if span <= 0:
             return 0.0
         return min(1.0, self.overhead_seconds / span)

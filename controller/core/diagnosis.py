@@ -57,7 +57,8 @@ def diagnose(
     if share > d.overhead_share:
         evidence.append(
             f"fixed per-batch driver time {model.overhead_seconds:.2f} s is {share:.0%} of the "
-            f"{model.interval_seconds:g} s trigger"
+            f"longest batch the job may run "
+            f"({max(model.interval_seconds, model.budget_seconds, model.batch_seconds):g} s)"
         )
         return Diagnosis(
             kind=BottleneckKind.DRIVER_OVERHEAD, evidence=tuple(evidence), utilization=util

@@ -72,6 +72,8 @@ def band(
             diagnosis,
             sizing=sizing,
         )
+    if grows and util_needed > pol.utilization.high and (hot := hot_key(x, model, diagnosis)):
+        return x.hold(Reason.SKEWED, hot, diagnosis, sizing=sizing)
     if grows and util_needed > pol.utilization.high:
         if cooling is not None:
             return x.hold(Reason.COOLDOWN, cooling, diagnosis, sizing=sizing)
@@ -138,6 +140,31 @@ def band(
         f"[{pol.utilization.low:.0%}, {pol.utilization.high:.0%}] at {n_cur} executor(s)",
         diagnosis,
         sizing=sizing,
+    )
+
+
+def hot_key(x: Inputs, model: CapacityModel, diagnosis: Diagnosis) -> str | None:
+    """Why more executors would not help a skewed stage, or None.
+
+    A batch lasts at least as long as its longest task. When the skewed stage's tasks already
+    run in one wave (no more tasks than slots), more slots cannot shorten that task: the hot key
+    stays on one task, and a repartition keeps it on one partition. With several waves, more
+    slots still help and the scale-out goes ahead with the skew in its evidence."""
+    if diagnosis.kind is not BottleneckKind.SKEW or diagnosis.operator is None:
+        return None
+    stage = next((st for st in x.snapshot.stages if st.name == diagnosis.operator), None)
+    if stage is None or not stage.max_task_seconds or not stage.median_task_seconds:
+        return None
+    slots = model.current_executors * model.cores_per_executor
+    tasks = stage.partitions
+    if tasks is None or tasks > slots:
+        return None
+    ratio = stage.max_task_seconds / stage.median_task_seconds
+    return (
+        f"stage {stage.name}: its longest task takes {ratio:.1f}x the median "
+        f"({stage.max_task_seconds:.2f} s), and its {tasks} task(s) already run in one wave on "
+        f"{slots} slot(s): a hot key, which more executors or partitions do not shorten; holding "
+        f"{model.current_executors} (spread the key, e.g. salt it, or raise the trigger)"
     )
 
 
@@ -283,4 +310,3 @@ def scale_in(
         diagnosis=diagnosis,
         sizing=sizing,
     )
-

@@ -61,11 +61,9 @@ class Reason(StrEnum):
     DRIVER_OVERHEAD_BOUND = "DriverOverheadBound"
     SKEWED = "Skewed"
     PARTITION_BOUND_NO_REPARTITION = "PartitionBoundRepartitionDisabled"
-    REPARTITION_NOT_WORTH = "RepartitionNotWorthIt"
     ACTION_IN_PROGRESS = "ActionInProgress"
     # actions
     SCALE_OUT = "ScaleOut"
     SCALE_IN = "ScaleIn"
     REPARTITION_OUT = "RepartitionStateBound"
-    REPARTITION_IN = "RepartitionScaleIn"
     RECOVER_FAILURE = "RecoverFromFailure"

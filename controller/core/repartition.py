@@ -46,15 +46,19 @@ def can_restart(x: Inputs, model: CapacityModel, downtime: float | None) -> bool
 def restart_within_budget(x: Inputs, possible: bool, downtime: float | None) -> bool:
     """A possible restart whose downtime fits the policy's ``maxDowntimeSeconds``."""
     return (
-        possible
-        and downtime is not None
-        and downtime <= x.policy.partitions.max_downtime_seconds
+        possible and downtime is not None and downtime <= x.policy.partitions.max_downtime_seconds
     )
 
 
 def smallest_restart(
-    x: Inputs, model: CapacityModel, required: float, arrival: float, lo: int, hi: int,
-    downtime: float, drain_within: float | None = None,
+    x: Inputs,
+    model: CapacityModel,
+    required: float,
+    arrival: float,
+    lo: int,
+    hi: int,
+    downtime: float,
+    drain_within: float | None = None,
 ) -> Layout | None:
     """The fewest executors (``lo..hi``) that, restarted with their partitions, carry
     ``required`` plus the arrivals queued while the job is down (drained within

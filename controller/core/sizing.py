@@ -154,7 +154,9 @@ def plan(
     restart = None
     downtime = repartition_downtime(x)
     possible = can_restart(x, model, downtime)
-    if restart_within_budget(x, possible, downtime) and downtime is not None:
+    # a restart never helps the fixed driver time: no repartition for it (a longer trigger does)
+    overhead_bound = model.overhead_share_of_batch() > pol.diagnosis.overhead_share
+    if restart_within_budget(x, possible, downtime) and downtime is not None and not overhead_bound:
         restart = smallest_restart(x, model, required, arrival, lo, hi, downtime, drain_within)
 
     if in_place is not None and (restart is None or in_place.executors <= restart.executors):
@@ -175,7 +177,8 @@ def best_effort(
     pol = x.policy
     lo, hi = max(pol.executors.min, 1), ceiling(x, model)
     options = [Layout(n, model.current_partitions, False) for n in range(lo, hi + 1)]
-    if restart_within_budget(x, possible, downtime):
+    overhead_bound = model.overhead_share_of_batch() > pol.diagnosis.overhead_share
+    if restart_within_budget(x, possible, downtime) and not overhead_bound:
         options += [Layout(n, partitions_for(x, model, n), True) for n in range(lo, hi + 1)]
     best = max(model.capacity(o) for o in options)
     chosen = min(

@@ -57,7 +57,6 @@ REFUSING_HOLDS = {
     "DriverOverheadBound",
     "Skewed",
     "PartitionBoundRepartitionDisabled",
-    "RepartitionNotWorthIt",
     "NoMetrics",
     "StaleMetrics",
 }

@@ -72,6 +72,39 @@ def _contended(*, arrival: float, executors: int, processed: float) -> MetricsSn
     )
 
 
+def _state_heavy(**kw: Any) -> MetricsSnapshot:
+    """Nearly all the cost in the stateful stage (2e-4 task-s per record), the read stage free."""
+    rows = 300_000.0
+    stages = (
+        StageMetrics(
+            name="source", kind="source", partitions=8, rows=rows, busy_seconds=rows * 1e-6
+        ),
+        StageMetrics(
+            name="counts",
+            kind="stateful",
+            partitions=kw.get("partitions", 2),
+            rows=rows,
+            busy_seconds=rows * 2e-4,
+            state_bytes=5e7,
+        ),
+    )
+    return snapshot(stages=stages, **kw)
+
+
+def _skewed(*, partitions: int, executors: int) -> MetricsSnapshot:
+    """The reference job behind its load, its stateful stage's longest task 6x the median."""
+    base = snapshot(
+        arrival=20_000, executors=executors, partitions=partitions, backlog=100_000, age=10
+    )
+    stages = tuple(
+        st.model_copy(update={"max_task_seconds": 3.0, "median_task_seconds": 0.5})
+        if st.kind == "stateful"
+        else st
+        for st in base.stages
+    )
+    return base.model_copy(update={"stages": stages})
+
+
 HOLD, SCALE, REPART, RECOVER = Action.HOLD, Action.SCALE, Action.REPARTITION, Action.RECOVER
 
 CASES = [
@@ -152,7 +185,35 @@ CASES = [
         "the same overhead under a 30 s SLO: batches may grow to 15 s and amortize it",
         snapshot(arrival=5_000, overhead_seconds=0.95),
         (HOLD, Reason.WITHIN_BAND, None, None),
+        diagnosis=BottleneckKind.NONE,
+    ),
+    Case(
+        "overhead dominates and the state is at its cap: scale in place, never repartition for it",
+        snapshot(
+            arrival=20_000,
+            executors=2,
+            partitions=2,
+            backlog=100_000,
+            age=10,
+            overhead_seconds=0.6,
+            batch_duration_seconds=1.0,
+        ),
+        (SCALE, Reason.SCALE_OUT, 5, None),
+        policy=policy(lag={"sloSeconds": 2}),
         diagnosis=BottleneckKind.DRIVER_OVERHEAD,
+    ),
+    Case(
+        "a hot key in one wave of tasks: more executors do not shorten it (Skewed)",
+        _skewed(partitions=2, executors=2),
+        (HOLD, Reason.SKEWED, None, None),
+        diagnosis=BottleneckKind.SKEW,
+        message_has="hot key",
+    ),
+    Case(
+        "skew with several waves of tasks: more slots still help, the scale-out goes ahead",
+        _skewed(partitions=8, executors=2),
+        (REPART, Reason.REPARTITION_OUT, 4, 8),
+        diagnosis=BottleneckKind.SKEW,
     ),
     Case(
         "read stage at its source-partition cap: suggest more partitions",
@@ -166,6 +227,14 @@ CASES = [
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
         (SCALE, Reason.SCALE_OUT, 5, None),
         policy=policy(partitions={"repartition": False}),
+        message_has="repartition is disabled",
+    ),
+    Case(
+        "stateful stage at its cap, repartition disabled, nothing else helps: say so",
+        _state_heavy(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
+        (HOLD, Reason.PARTITION_BOUND_NO_REPARTITION, None, None),
+        policy=policy(partitions={"repartition": False}),
+        diagnosis=BottleneckKind.STATE_PARTITIONS,
         message_has="repartition is disabled",
     ),
     Case(
@@ -447,3 +516,9 @@ def test_an_unknown_backlog_still_allows_a_scale_out_on_the_arrival_alone() -> N
         _stateless_heavy(arrival=12_000, backlog=None), ScalingPolicySpec(), ScalingHistory(), NOW
     )
     assert (d.action, d.reason, d.target_executors) == (Action.SCALE, Reason.SCALE_OUT, 2)
+
+
+def test_every_reason_code_is_emitted_by_a_named_case() -> None:
+    """No reason code the engine never gives: each is the expected reason of a case above."""
+    emitted = {c.expected[1] for c in CASES} | {h[2] for h in HOSTILE}
+    assert set(Reason) - emitted == set()
