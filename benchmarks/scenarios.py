@@ -9,7 +9,8 @@ under its table).
 
 Targets for our engine, per scenario (controller/simulator/targets.py):
 
-- SLO-violation seconds at most 0.5x the ``flink`` baseline's (at most 5 s where flink has 0);
+- SLO-violation seconds at most 0.5x the ``flink`` baseline's (at most 5 s where flink has 0, i.e.
+  under 0.5 s);
 - executor-seconds at most 1.25x ``oracle-plus`` (a clairvoyant schedule that pays the per-batch
   overhead, the task waves and the executor start delay, replayed in the simulator with 0 s of
   SLO violation where any schedule can; see controller/simulator/oracle_plus.py). The fluid

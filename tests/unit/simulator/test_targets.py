@@ -17,8 +17,24 @@ from controller.simulator.targets import (
 
 @pytest.mark.parametrize(
     ("engine", "flink", "met"),
-    [(0, 0, True), (5, 0, True), (6, 0, False), (10, 20, True), (11, 20, False), (0, 3, True)],
-    ids=["both-clean", "floor-5s", "over-floor", "half", "over-half", "clean-vs-some"],
+    [
+        (0, 0, True),
+        (5, 0, True),
+        (6, 0, False),
+        (0.3, 0.3, True),
+        (10, 20, True),
+        (11, 20, False),
+        (0, 3, True),
+    ],
+    ids=[
+        "both-clean",
+        "floor-5s",
+        "over-floor",
+        "sub-second",
+        "half",
+        "over-half",
+        "clean-vs-some",
+    ],
 )
 def test_slo_target(engine: float, flink: float, met: bool) -> None:
     assert slo_target(engine, flink)[0] is met
