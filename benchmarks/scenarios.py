@@ -1,17 +1,25 @@
-"""The benchmark suite: burst scenarios x (our engine + every baseline) in the simulator.
+"""The benchmark suite: burst scenarios x (our engine + every baseline + the oracles) in the
+simulator.
 
 Run with ``make bench`` (``.venv/bin/python benchmarks/scenarios.py``). Prints a table per
-scenario and the verdict on our engine's targets (issue 2), and writes the same to
+scenario and the verdict on our engine's targets (issue 12), and writes the same to
 ``docs/benchmark.md``. Options: ``--out FILE`` (markdown path), ``--no-write``, ``--policy F``,
-``--model F``, ``--only NAME[,NAME]``.
+``--model F``, ``--only NAME[,NAME]``. A scenario may override the policy and the model (shown
+under its table).
 
-Targets for our engine, per scenario:
+Targets for our engine, per scenario (controller/simulator/targets.py):
 
-- at most 1 scaling action per load change (one bottleneck at a time in these scenarios);
-- SLO-violation seconds at most 0.5x the best autoscaling baseline (static, hpa, dstream, flink;
-  the static-at-mean/at-peak rows are clairvoyant provisioning, shown for reference);
-- executor-seconds at most 1.10x the oracle (a fluid lower bound, see controller/simulator/oracle);
-- no more scale direction flips than the load has.
+- SLO-violation seconds at most 0.5x the ``flink`` baseline's (at most 5 s where flink has 0, i.e.
+  under 0.5 s);
+- executor-seconds at most 1.25x ``oracle-plus`` (a clairvoyant schedule that pays the per-batch
+  overhead, the task waves and the executor start delay, replayed in the simulator with 0 s of
+  SLO violation where any schedule can; see controller/simulator/oracle_plus.py). The fluid
+  ``oracle`` (a lower bound no policy reaches) is shown for reference;
+- at most 1 scaling action per load change, in the scenarios marked as single-bottleneck step
+  changes (n/a elsewhere);
+- no more scale direction flips than the load has;
+- no lock-in: after each burst ends (a drop of the load by at least one executor's capacity), the
+  lag is back under the SLO within the policy's ``lag.catchUpSeconds``.
 """
 
 from __future__ import annotations
@@ -26,12 +34,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from contracts.policy import ScalingPolicySpec  # noqa: E402
 from contracts.trace import load_trace  # noqa: E402
 from controller.simulator.cli import load_policy  # noqa: E402
 from controller.simulator.compare import ALL, compare  # noqa: E402
-from controller.simulator.model import load_model  # noqa: E402
-
-AUTOSCALING_BASELINES = ("static", "hpa", "dstream", "flink")
+from controller.simulator.model import JobModel, load_model  # noqa: E402
+from controller.simulator.targets import verdict  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -39,14 +47,25 @@ class Scenario:
     name: str
     trace: str
     what: str
+    step_change: bool = False
+    """A single-bottleneck step change: the actions-per-load-change target applies."""
     chaos: list[float] = field(default_factory=list)
     noise: float = 0.0
+    policy: dict[str, Any] = field(default_factory=dict)
+    """Policy overrides (camelCase, merged into the policy)."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """Model overrides (camelCase)."""
 
 
 SCENARIOS = [
-    Scenario("burst", "traces/burst.csv", "the demo burst: load 1 -> 4 -> 1 -> 2.5 -> 1"),
-    Scenario("step", "traces/step.csv", "step up 1 -> 3 at 60 s, down at 180 s"),
-    Scenario("spike", "traces/spike.csv", "short spike: load 5 for 20 s"),
+    Scenario(
+        "burst",
+        "traces/burst.csv",
+        "the demo burst: load 1 -> 4 -> 1 -> 2.5 -> 1",
+        step_change=True,
+    ),
+    Scenario("step", "traces/step.csv", "step up 1 -> 3 at 60 s, down at 180 s", step_change=True),
+    Scenario("spike", "traces/spike.csv", "short spike: load 5 for 20 s", step_change=True),
     Scenario("ramp", "traces/ramp.csv", "ramp 1 -> 4 over 180 s, then hold"),
     Scenario("diurnal", "traces/diurnal.csv", "sine 1 -> 4 -> 1 over 600 s"),
     Scenario(
@@ -61,31 +80,69 @@ SCENARIOS = [
         "the demo burst, driver killed at 75 s (mid-burst)",
         chaos=[75.0],
     ),
+    Scenario(
+        "spikes",
+        "traces/spikes.csv",
+        "repeated short spikes: load 4 for 10 s every 60 s, five times",
+        step_change=True,
+    ),
+    Scenario(
+        "absorbable",
+        "traces/absorbable.csv",
+        "bursts the lag budget absorbs: load 2.5 for 10 s, three times (doing nothing meets the "
+        "SLO)",
+        step_change=True,
+    ),
+    Scenario(
+        "oscillation",
+        "traces/oscillation.csv",
+        "square wave 1 <-> 3, period 60 s (the scale-down stabilization window)",
+        step_change=True,
+    ),
+    Scenario("ramp-down", "traces/ramp-down.csv", "up to 4, then a slow ramp down to 1 over 300 s"),
+    Scenario(
+        "sawtooth",
+        "traces/sawtooth.csv",
+        "load 3 then 1 (a scale-in), then sawtooth bursts: 10 decaying to 1 over 10 s every 3 min",
+    ),
+    Scenario(
+        "load-15",
+        "traces/load15.csv",
+        "steps 1 -> 5 -> 10 -> 15 -> 8 -> 1 (up to 15x one executor)",
+        step_change=True,
+        policy={"executors": {"max": 24}},
+        model={"sourcePartitions": 24},
+    ),
+    Scenario(
+        "over-capacity",
+        "traces/over-capacity.csv",
+        "burst to 12 for 120 s, above what executors.max (8) can process: no schedule meets "
+        "the SLO",
+        step_change=True,
+    ),
 ]
 
 
-def verdict(rows: dict[str, dict[str, Any]]) -> dict[str, tuple[bool, str]]:
-    """Each target: (met, the figures behind it)."""
-    e = rows["engine"]
-    out: dict[str, tuple[bool, str]] = {}
-    changes = e["load_changes"] or 0
-    per = e["scaling_actions"] / changes if changes else float(e["scaling_actions"])
-    out["actions/change <= 1"] = (per <= 1.0 + 1e-9, f"{e['scaling_actions']} / {changes}")
-    base = {n: rows[n]["slo_violation_seconds"] for n in AUTOSCALING_BASELINES if n in rows}
-    best_name = min(base, key=lambda n: base[n])
-    best = base[best_name]
-    ok = e["slo_violation_seconds"] <= 0.5 * best + 1e-9
-    out["SLO viol <= 0.5x best baseline"] = (
-        ok,
-        f"{e['slo_violation_seconds']:.0f} s vs {best:.0f} s ({best_name})",
-    )
-    ratio = e["executor_seconds_vs_oracle"]
-    out["exec-s <= 1.10x oracle"] = (ratio is not None and ratio <= 1.10, f"{ratio:.2f}x")
-    out["flips <= load flips"] = (
-        e["direction_changes"] <= e["load_direction_changes"],
-        f"{e['direction_changes']} vs {e['load_direction_changes']}",
-    )
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
+
+
+def scenario_policy(policy: ScalingPolicySpec, sc: Scenario) -> ScalingPolicySpec:
+    if not sc.policy:
+        return policy
+    return ScalingPolicySpec.model_validate(merged(policy.model_dump(by_alias=True), sc.policy))
+
+
+def scenario_model(model: JobModel, sc: Scenario) -> JobModel:
+    over = dict(sc.model)
+    if sc.noise:
+        over["noise"] = sc.noise
+    if not over:
+        return model
+    return JobModel.model_validate(merged(model.model_dump(by_alias=True), over))
 
 
 HEAD = [
@@ -94,7 +151,7 @@ HEAD = [
     "max lag s",
     "exec-s",
     "x oracle",
-    "x trig-oracle",
+    "x oracle-plus",
     "actions",
     "act/change",
     "repart",
@@ -114,7 +171,7 @@ def row(name: str, s: dict[str, Any]) -> list[str]:
         f("max_lag_seconds", "{:.1f}"),
         f("executor_seconds", "{:.0f}"),
         f("executor_seconds_vs_oracle", "{:.2f}"),
-        "{:.2f}".format(s["executor_seconds"] / s["oracle_at_trigger_executor_seconds"]),
+        f("executor_seconds_vs_oracle_plus", "{:.2f}"),
         f("scaling_actions", "{}"),
         f("actions_per_load_change", "{:.2f}"),
         f("repartitions", "{}"),
@@ -142,55 +199,69 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model")
     ap.add_argument("--only")
     args = ap.parse_args(argv)
-    policy = load_policy(args.policy)
+    base_policy = load_policy(args.policy)
     base_model = load_model(args.model)
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only.split(",")]
     md = [
         "# Benchmark: our engine against the baselines in the simulator",
         "",
-        "Generated by `make bench` (`.venv/bin/python benchmarks/scenarios.py`); the model and "
-        "the baselines are described in [simulator.md](simulator.md). Times in seconds; "
-        "exec-s = executor-seconds; x oracle = exec-s over the oracle's (a fluid lower bound); "
-        "flips = scale direction changes.",
+        "Generated by `make bench` (`.venv/bin/python benchmarks/scenarios.py`); the model, the "
+        "baselines and the oracles are described in [simulator.md](simulator.md). Times in "
+        "seconds; exec-s = executor-seconds; x oracle = exec-s over the fluid oracle's (a lower "
+        "bound no policy reaches, for reference); x oracle-plus = exec-s over oracle-plus's (a "
+        "clairvoyant schedule that pays the per-batch overhead, task waves and executor start "
+        "delay, replayed in the simulator); flips = scale direction changes. The targets are "
+        "listed in `benchmarks/scenarios.py`; n/a = the target does not apply to the scenario.",
         "",
     ]
     met_all: list[tuple[str, str, bool]] = []
     started = time.perf_counter()
     for sc in chosen:
         trace = load_trace(str(ROOT / sc.trace))
-        model = base_model.model_copy(update={"noise": sc.noise}) if sc.noise else base_model
+        policy = scenario_policy(base_policy, sc)
+        model = scenario_model(base_model, sc)
         t0 = time.perf_counter()
         cmp = compare(trace, model, policy, list(ALL), chaos=sc.chaos)
         took = time.perf_counter() - t0
         rows = [row(n, cmp.summaries[n]) for n in ALL]
-        checks = verdict(cmp.summaries)
+        lags = [(x.t, x.lag_seconds) for x in cmp.runs["engine"].samples]
+        checks = verdict(cmp.summaries, lags, trace, policy, model.load_unit_rate, sc.step_change)
         e = cmp.summaries["engine"]
         title = f"{sc.name}: {sc.what}"
-        print(
-            f"\n== {title}  ({e['load_changes']} load changes, "
-            f"{e['load_direction_changes']} load flips; {took:.2f} s)"
-        )
+        kind = "step change" if sc.step_change else "not a step change"
+        plus = cmp.summaries["oracle-plus"]
+        notes = [f"{e['load_changes']} load changes, {e['load_direction_changes']} load flips"]
+        notes.append(kind)
+        notes += [f"policy {sc.policy}"] if sc.policy else []
+        notes += [f"model {sc.model}"] if sc.model else []
+        notes.append(f"oracle-plus planned at SLO {plus['planning_slo_seconds']:g} s")
+        print(f"\n== {title}  ({'; '.join(notes)}; {took:.2f} s)")
         print(plain(rows))
         md += [
             f"## {title}",
             "",
             f"`{sc.trace}`"
             + (f", `--chaos kill-driver@{sc.chaos[0]:g}`" if sc.chaos else "")
-            + f"; {e['load_changes']} load changes, {e['load_direction_changes']} "
-            "direction flips in the load.",
+            + "; "
+            + "; ".join(notes)
+            + ".",
             "",
             markdown(rows),
             "",
         ]
         for target, (ok, figs) in checks.items():
-            mark = "met" if ok else "MISSED"
+            mark = "n/a" if ok is None else "met" if ok else "MISSED"
             print(f"  engine: {target}: {mark} ({figs})")
             md.append(f"- {target}: **{mark}** ({figs})")
-            met_all.append((sc.name, target, ok))
+            if ok is not None:
+                met_all.append((sc.name, target, ok))
         md.append("")
     total = time.perf_counter() - started
     missed = [(s, t) for s, t, ok in met_all if not ok]
-    summary = f"{len(met_all) - len(missed)}/{len(met_all)} targets met; suite ran in {total:.1f} s"
+    summary = (
+        f"{len(met_all) - len(missed)}/{len(met_all)} targets met over {len(chosen)} scenarios; "
+        f"suite ran in {total:.1f} s"
+    )
     print(f"\n{summary}")
     md += ["## Summary", "", summary + ".", ""]
     md += [f"- missed: {s}: {t}" for s, t in missed]

@@ -8,22 +8,24 @@ from typing import Any
 from contracts.policy import ScalingPolicySpec
 from contracts.trace import Trace
 from controller.simulator import oracle as oracle_mod
+from controller.simulator import oracle_plus as plus_mod
 from controller.simulator.baselines import BASELINES, Autoscaler, make_baseline
 from controller.simulator.loop import EngineAutoscaler, RunResult, run
 from controller.simulator.model import JobModel
 from controller.simulator.report import oracle_summary, summarize
 
-ALL = ("engine", *BASELINES, "oracle")
+ALL = ("engine", *BASELINES, "oracle", plus_mod.NAME)
 
 
 @dataclass
 class Comparison:
-    """Summaries by autoscaler name, and the runs behind them (the oracle has no run)."""
+    """Summaries by autoscaler name, and the runs behind them (the fluid oracle has no run;
+    ``oracle-plus`` is the replay of its schedule)."""
 
     summaries: dict[str, dict[str, Any]]
     runs: dict[str, RunResult]
     oracle: oracle_mod.OracleResult
-    oracle_at_trigger: oracle_mod.OracleResult
+    oracle_plus: plus_mod.PlusResult
 
 
 def expand(baseline: str | None) -> list[str]:
@@ -37,7 +39,7 @@ def expand(baseline: str | None) -> list[str]:
         if b not in ALL or b == "engine":
             raise ValueError(
                 f"--baseline {b!r}: choose static, static-mean, static-peak, hpa, dstream, flink, "
-                "oracle or all"
+                "oracle, oracle-plus or all"
             )
     return ["engine", *[b for b in names if b != "engine"]]
 
@@ -52,31 +54,41 @@ def compare(
     chaos: list[float] | None = None,
     engine: Autoscaler | None = None,
 ) -> Comparison:
-    """Runs each named autoscaler on the same trace, model and policy."""
+    """Runs each named autoscaler on the same trace, model and policy.
+
+    The oracles ignore ``chaos``: both are references for the load alone (a clairvoyant schedule
+    that planned for the failure would be a different question)."""
     horizon = duration or trace.duration
     unit = model.load_unit_rate
     rates = trace.scaled(unit)
     best = oracle_mod.solve(trace, model, policy, horizon)
-    practical = oracle_mod.solve(trace, model, policy, horizon, at_trigger=True)
+    plus = plus_mod.plan_and_replay(trace, model, policy, horizon)
+    plus_seconds = plus.run.job.counters.executor_seconds
     summaries: dict[str, dict[str, Any]] = {}
     runs: dict[str, RunResult] = {}
     for name in names:
         if name == "oracle":
             summaries[name] = oracle_summary(best, trace, policy, unit, horizon)
-            summaries[name]["oracle_at_trigger_executor_seconds"] = round(
-                practical.executor_seconds, 3
-            )
-            continue
-        if name == "engine":
-            scaler: Autoscaler = engine or EngineAutoscaler(policy)
-            start = None
+        elif name == plus_mod.NAME:
+            runs[name] = plus.run
+            summaries[name] = summarize(plus.run, trace, policy, best, unit)
+            summaries[name]["planning_slo_seconds"] = plus.plan.slo_seconds
+            summaries[name]["planned_executor_seconds"] = round(plus.plan.executor_seconds, 3)
         else:
-            scaler, n0, p0 = make_baseline(
-                name, model, policy, rates.mean(horizon), rates.peak(horizon)
-            )
-            start = (n0, p0)
-        res = run(trace, model, policy, scaler, duration=horizon, chaos=chaos, start=start)
-        runs[name] = res
-        summaries[name] = summarize(res, trace, policy, best, unit)
-        summaries[name]["oracle_at_trigger_executor_seconds"] = round(practical.executor_seconds, 3)
-    return Comparison(summaries, runs, best, practical)
+            if name == "engine":
+                scaler: Autoscaler = engine or EngineAutoscaler(policy)
+                start = None
+            else:
+                scaler, n0, p0 = make_baseline(
+                    name, model, policy, rates.mean(horizon), rates.peak(horizon)
+                )
+                start = (n0, p0)
+            res = run(trace, model, policy, scaler, duration=horizon, chaos=chaos, start=start)
+            runs[name] = res
+            summaries[name] = summarize(res, trace, policy, best, unit)
+        s = summaries[name]
+        s["oracle_plus_executor_seconds"] = round(plus_seconds, 3)
+        s["executor_seconds_vs_oracle_plus"] = (
+            round(s["executor_seconds"] / plus_seconds, 3) if plus_seconds > 0 else None
+        )
+    return Comparison(summaries, runs, best, plus)

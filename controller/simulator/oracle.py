@@ -55,13 +55,11 @@ def solve(
     duration: float | None = None,
     dt: float = 1.0,
     grid_records: float | None = None,
-    at_trigger: bool = False,
 ) -> OracleResult:
     """The oracle schedule for ``trace`` (records/s or load) on ``model`` under ``policy``.
 
-    ``at_trigger``: a practical variant (not a lower bound) whose executors deliver only what the
-    job sustains at its trigger (:meth:`JobModel.sustainable_rate`: per-batch overhead and task
-    waves included, state partitions = slots); still clairvoyant and instant.
+    For a schedule that pays the overhead, the task waves and the start delay, see
+    :mod:`controller.simulator.oracle_plus`.
     """
     if trace.unit != "input_rate":
         trace = trace.scaled(model.load_unit_rate)
@@ -71,15 +69,7 @@ def solve(
     trig = model.trigger_seconds
     q = grid_records or model.load_unit_rate * dt / 100.0
     choices = list(range(policy.executors.min, policy.executors.max + 1))
-    if at_trigger:
-        cores = model.cores_per_executor
-        p_lo, p_hi = policy.partitions.min, policy.partitions.max
-        rates = [
-            model.sustainable_rate(e, max(p_lo, min(p_hi, e * cores))) * dt if e else 0.0
-            for e in choices
-        ]
-    else:
-        rates = [model.fluid_rate(e, policy.partitions.max) * dt for e in choices]
+    rates = [model.fluid_rate(e, policy.partitions.max) * dt for e in choices]
     ends = [min((i + 1) * dt, horizon) for i in range(steps)]
     arrivals = [trace.arrived(ends[i]) - trace.arrived(i * dt) for i in range(steps)]
     allowed = [trace.arrived(t) - trace.arrived(t - slo) for t in ends]

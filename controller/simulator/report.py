@@ -19,23 +19,28 @@ from controller.simulator.loop import RunResult, Sample
 from controller.simulator.oracle import OracleResult
 
 
-def load_changes(trace: Trace, unit_rate: float, duration: float) -> tuple[int, int]:
-    """(changes, direction flips) of the load: a change is a move of at least one executor's
-    capacity (``unit_rate``) away from the last level (hysteresis, so noise does not count)."""
+def load_events(trace: Trace, unit_rate: float, duration: float) -> list[tuple[float, int]]:
+    """(time, +1 up / -1 down) of each load change: a move of at least one executor's capacity
+    (``unit_rate``) away from the last level (hysteresis, so noise does not count)."""
     rates = trace if trace.unit == "input_rate" else trace.scaled(unit_rate)
     level: float | None = None
-    changes = flips = last = 0
+    events: list[tuple[float, int]] = []
     for t, v in zip(rates.times, rates.values, strict=True):
         if t >= duration:
             break
         if level is None:
             level = v
         elif abs(v - level) >= unit_rate - 1e-9:
-            d = 1 if v > level else -1
-            changes += 1
-            flips += 1 if last and d != last else 0
-            last, level = d, v
-    return changes, flips
+            events.append((t, 1 if v > level else -1))
+            level = v
+    return events
+
+
+def load_changes(trace: Trace, unit_rate: float, duration: float) -> tuple[int, int]:
+    """(changes, direction flips) of the load (:func:`load_events`)."""
+    events = load_events(trace, unit_rate, duration)
+    flips = sum(1 for (_, a), (_, b) in itertools.pairwise(events) if a != b)
+    return len(events), flips
 
 
 def direction_changes(targets: list[int]) -> int:
@@ -224,6 +229,7 @@ COLUMNS = [
     ("max_lag_seconds", "max lag s", "{:.1f}"),
     ("executor_seconds", "exec-s", "{:.0f}"),
     ("executor_seconds_vs_oracle", "x oracle", "{:.2f}"),
+    ("executor_seconds_vs_oracle_plus", "x oracle+", "{:.2f}"),
     ("scaling_actions", "actions", "{}"),
     ("actions_per_load_change", "act/change", "{:.2f}"),
     ("repartitions", "repart", "{}"),

@@ -47,10 +47,3 @@ def test_oracle_is_a_lower_bound_of_steady_load() -> None:
     r = solve(trace, JobModel(), policy(1, 8, 30.0), duration=60.0)
     assert r.slo_violation_seconds == 0
     assert 2 * 60 - 30 <= r.executor_seconds <= 2 * 60
-
-
-def test_practical_oracle_pays_for_the_overhead() -> None:
-    trace = parse_trace("t,load\n0,2\n60,2\n")
-    fluid = solve(trace, JobModel(), policy(1, 8, 30.0), duration=60.0)
-    practical = solve(trace, JobModel(), policy(1, 8, 30.0), duration=60.0, at_trigger=True)
-    assert practical.executor_seconds > fluid.executor_seconds

@@ -1,0 +1,129 @@
+"""The benchmark's targets for our engine (issue 12), as pure functions of the run summaries.
+
+Each verdict is ``(met, figures)``; ``met`` is None where a target does not apply (the scenario
+is not a step change, or no burst ends early enough to judge). ``benchmarks/scenarios.py``
+prints them per scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from contracts.policy import ScalingPolicySpec
+from contracts.trace import Trace
+from controller.simulator.report import load_events
+
+Verdict = tuple[bool | None, str]
+
+SLO_FACTOR = 0.5
+"""SLO-violation seconds at most this times the ``flink`` baseline's ..."""
+SLO_FLOOR = 5.0
+"""... or at most this many seconds where flink has none."""
+COST_FACTOR = 1.25
+"""Executor-seconds at most this times ``oracle-plus``'s."""
+
+
+def slo_target(engine: float, flink: float) -> Verdict:
+    """SLO-violation seconds <= 0.5x flink's (<= 5 s where flink has 0, i.e. under half a second:
+    the table shows it as 0, and half of a fraction of a second is no bar to hold a policy to)."""
+    if flink < 0.5:
+        return (
+            engine <= SLO_FLOOR + 1e-9,
+            f"{engine:.1f} s vs flink {flink:.1f} s (floor {SLO_FLOOR:g} s)",
+        )
+    return (
+        engine <= SLO_FACTOR * flink + 1e-9,
+        f"{engine:.1f} s vs flink {flink:.1f} s (limit {SLO_FACTOR * flink:.1f} s)",
+    )
+
+
+def cost_target(engine: float, oracle_plus: float) -> Verdict:
+    """Executor-seconds <= 1.25x oracle-plus."""
+    if oracle_plus <= 0:
+        return engine <= 1e-9, f"{engine:.0f} vs oracle-plus 0"
+    ratio = engine / oracle_plus
+    return ratio <= COST_FACTOR + 1e-9, f"{ratio:.2f}x ({engine:.0f} vs {oracle_plus:.0f})"
+
+
+def actions_target(actions: int, load_changes: int, step_change: bool) -> Verdict:
+    """<= 1 scaling action per load change, for single-bottleneck step changes only."""
+    if not step_change:
+        return None, f"{actions} / {load_changes} (not a step change)"
+    if load_changes == 0:
+        return actions == 0, f"{actions} / 0"
+    return actions <= load_changes, f"{actions} / {load_changes}"
+
+
+def flips_target(flips: int, load_flips: int) -> Verdict:
+    """No more scale direction flips than the load has."""
+    return flips <= load_flips, f"{flips} vs {load_flips}"
+
+
+def burst_ends(trace: Trace, unit_rate: float, duration: float) -> list[float]:
+    """When bursts end: every downward load change (:func:`load_events`: a drop of at least one
+    executor's capacity from the last level)."""
+    return [t for t, d in load_events(trace, unit_rate, duration) if d < 0]
+
+
+def lock_in_target(
+    lags: Iterable[tuple[float, float]],
+    ends: list[float],
+    slo: float,
+    catch_up: float,
+    duration: float,
+) -> Verdict:
+    """No lock-in: after each burst end, the lag (``(t, lag)`` samples) is back at or under the
+    SLO within ``catch_up`` seconds. A burst whose deadline lies past the run is not judged."""
+    samples = sorted(lags)
+    judged, worst, worst_at, late = 0, 0.0, None, []
+    for end in ends:
+        deadline = end + catch_up
+        back = next((t for t, lag in samples if t >= end - 1e-9 and lag <= slo + 1e-9), None)
+        if back is None or back > deadline + 1e-9:
+            if deadline > duration + 1e-9:
+                continue  # the run ends before the deadline: cannot tell
+            late.append(end)
+            took = float("inf") if back is None else back - end
+        else:
+            took = back - end
+        judged += 1
+        if worst_at is None or took > worst:
+            worst, worst_at = took, end
+    if not judged:
+        return None, "no burst end to judge"
+    shown = "never" if worst == float("inf") else f"{worst:.0f} s"
+    figs = f"worst {shown} after the drop at {worst_at:g} s (limit {catch_up:g} s), {judged} judged"
+    return not late, figs
+
+
+def verdict(
+    summaries: dict[str, dict[str, Any]],
+    lags: Iterable[tuple[float, float]],
+    trace: Trace,
+    policy: ScalingPolicySpec,
+    unit_rate: float,
+    step_change: bool,
+) -> dict[str, Verdict]:
+    """Every target of the engine's row (``lags``: its ``(t, lag)`` samples)."""
+    e = summaries["engine"]
+    duration = e["duration_seconds"]
+    return {
+        "SLO viol <= 0.5x flink": slo_target(
+            e["slo_violation_seconds"], summaries["flink"]["slo_violation_seconds"]
+        ),
+        "exec-s <= 1.25x oracle-plus": cost_target(
+            e["executor_seconds"], summaries["oracle-plus"]["executor_seconds"]
+        ),
+        "actions/change <= 1": actions_target(
+            e["scaling_actions"], e["load_changes"] or 0, step_change
+        ),
+        "flips <= load flips": flips_target(e["direction_changes"], e["load_direction_changes"]),
+        "no lock-in": lock_in_target(
+            lags,
+            burst_ends(trace, unit_rate, duration),
+            policy.lag.slo_seconds,
+            policy.lag.catch_up_seconds,
+            duration,
+        ),
+    }

@@ -1,0 +1,110 @@
+"""The benchmark's verdict functions on named cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts.trace import parse_trace
+from controller.simulator.targets import (
+    actions_target,
+    burst_ends,
+    cost_target,
+    flips_target,
+    lock_in_target,
+    slo_target,
+)
+
+
+@pytest.mark.parametrize(
+    ("engine", "flink", "met"),
+    [
+        (0, 0, True),
+        (5, 0, True),
+        (6, 0, False),
+        (0.3, 0.3, True),
+        (10, 20, True),
+        (11, 20, False),
+        (0, 3, True),
+    ],
+    ids=[
+        "both-clean",
+        "floor-5s",
+        "over-floor",
+        "sub-second",
+        "half",
+        "over-half",
+        "clean-vs-some",
+    ],
+)
+def test_slo_target(engine: float, flink: float, met: bool) -> None:
+    assert slo_target(engine, flink)[0] is met
+
+
+@pytest.mark.parametrize(
+    ("engine", "plus", "met"),
+    [(125, 100, True), (126, 100, False), (90, 100, True), (0, 0, True), (5, 0, False)],
+    ids=["at-limit", "over-limit", "cheaper", "both-zero", "zero-reference"],
+)
+def test_cost_target(engine: float, plus: float, met: bool) -> None:
+    assert cost_target(engine, plus)[0] is met
+
+
+@pytest.mark.parametrize(
+    ("actions", "changes", "step", "met"),
+    [
+        (2, 2, True, True),
+        (3, 2, True, False),
+        (3, 2, False, None),
+        (0, 0, True, True),
+        (1, 0, True, False),
+    ],
+    ids=["one-each", "one-too-many", "not-a-step-change", "no-change-no-action", "needless"],
+)
+def test_actions_target(actions: int, changes: int, step: bool, met: bool | None) -> None:
+    assert actions_target(actions, changes, step)[0] is met
+
+
+@pytest.mark.parametrize(
+    ("flips", "load_flips", "met"),
+    [(0, 0, True), (1, 1, True), (2, 1, False)],
+    ids=["none", "as-many", "more"],
+)
+def test_flips_target(flips: int, load_flips: int, met: bool) -> None:
+    assert flips_target(flips, load_flips)[0] is met
+
+
+def test_burst_ends_are_the_drops_of_the_load() -> None:
+    trace = parse_trace("t,load\n0,1\n30,4\n60,1.5\n90,1.2\n120,3\n150,1\n200,1\n")
+    # 4 -> 1.5 is a drop; 1.5 -> 1.2 is within one executor's capacity (noise), 3 -> 1 a drop
+    assert burst_ends(trace, 10_000.0, 200.0) == [60.0, 150.0]
+
+
+def lags(points: dict[float, float], until: float = 200.0) -> list[tuple[float, float]]:
+    """Per-second lag samples, piecewise constant from the given points."""
+    out, cur = [], 0.0
+    for t in range(int(until) + 1):
+        cur = points.get(float(t), cur)
+        out.append((float(t), cur))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("points", "ends", "met"),
+    [
+        ({0: 5.0}, [60.0], True),  # under the SLO all along
+        ({0: 40.0, 100: 10.0}, [60.0], True),  # back under 40 s after the drop (limit 60 s)
+        ({0: 40.0, 121: 10.0}, [60.0], False),  # back under 61 s after: locked in
+        ({0: 40.0}, [60.0], False),  # never back
+        ({0: 40.0}, [180.0], None),  # the run ends before the deadline: not judged
+        ({0: 40.0, 70: 5.0, 130: 50.0}, [60.0, 140.0], False),  # the second burst locks in
+    ],
+    ids=["never-over", "recovers", "too-late", "never", "not-judged", "second-burst"],
+)
+def test_lock_in_target(points: dict[float, float], ends: list[float], met: bool | None) -> None:
+    got, figs = lock_in_target(lags(points), ends, 30.0, 60.0, 200.0)
+    assert got is met, figs
+
+
+def test_lock_in_figures_name_the_worst() -> None:
+    _, figs = lock_in_target(lags({0: 40.0, 100: 10.0}), [60.0], 30.0, 60.0, 200.0)
+    assert "40 s after the drop at 60 s" in figs
