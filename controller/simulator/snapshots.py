@@ -101,7 +101,6 @@ def build_snapshot(
     stages = []
     for i, spec in enumerate(m.stages):
         runs = [b.stages[i] for b in batches]
-        tasks = [r.task for r in runs]
         row: dict[str, object] = {
             "name": spec.name,
             "kind": spec.kind,
@@ -109,8 +108,10 @@ def build_snapshot(
             "rows": noise(sum(b.records for b in batches)),
             "busy_seconds": noise(sum(r.busy for r in runs)),
             "wall_seconds": sum(r.wall for r in runs),
-            "max_task_seconds": max(tasks),
-            "median_task_seconds": statistics.median(tasks),
+            # within the newest batch, as the exporter reports them (its stage gauges): across
+            # batches, one catch-up batch's long tasks would read as skew
+            "max_task_seconds": runs[-1].task,
+            "median_task_seconds": runs[-1].task,
         }
         if spec.kind == "stateful":
             row["state_rows"] = job.state_keys
