@@ -106,5 +106,5 @@ def _without_model(x: Inputs, diagnosis: Diagnosis) -> Decision:
 def _resize(x: Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
     """Size the job (DS2), then let the guards decide whether to act on it."""
     d = demand(x, model)
-    p = plan(x, model, d.required, d.arrival, d.drain_within)
+    p = plan(x, model, d.required, d.arrival)
     return band(x, model, d, p, sizing_of(x, model, d, p), diagnosis)

@@ -72,7 +72,10 @@ def band(
             diagnosis,
             sizing=sizing,
         )
-    if grows and util_needed > pol.utilization.high and (hot := hot_key(x, model, diagnosis)):
+    short = grows and util_needed > pol.utilization.high
+    if short and (room := lag_budget_room(x, model, d, plan)):
+        return x.hold(Reason.WITHIN_LAG_BUDGET, room, diagnosis, sizing=sizing)
+    if short and (hot := hot_key(x, model, diagnosis)):
         return x.hold(Reason.SKEWED, hot, diagnosis, sizing=sizing)
     if grows and util_needed > pol.utilization.high:
         if cooling is not None:
@@ -140,6 +143,43 @@ def band(
         f"[{pol.utilization.low:.0%}, {pol.utilization.high:.0%}] at {n_cur} executor(s)",
         diagnosis,
         sizing=sizing,
+    )
+
+
+def lag_budget_room(x: Inputs, model: CapacityModel, d: Demand, plan: Plan) -> str | None:
+    """Why the lag budget can take the load one more evaluation, or None.
+
+    A scale-out decided one evaluation later still lands in time when the lag it would then
+    peak at stays under the SLO. Until new capacity runs tasks (evaluation interval + executor
+    startup; for a restart the evaluation interval at the current rate, then its downtime with
+    nothing processed) the lag, now ``max(age, backlog / capacity)``, grows and records pile up;
+    the first batch on the new layout then holds all of them, and the oldest waits for it. A
+    burst that ends before then costs no action at all; one that lasts is sized at the next
+    evaluation. Never with a backlog that must already drain, or an unknown one."""
+    s, pol = x.snapshot, x.policy
+    if d.drain_within is not None or not d.backlog_known or s.backlog_age_seconds is None:
+        return None
+    cap, new_cap = model.capacity(d.current), model.capacity(plan.layout)
+    if cap <= 0 or new_cap <= 0:
+        return None
+    lag = max(s.backlog_age_seconds, d.backlog / cap)
+    excess = max(0.0, d.arrival - cap)
+    wait = pol.timing.evaluation_interval_seconds
+    if plan.layout.restart:
+        late = lag + excess / cap * wait + plan.downtime
+        piled = d.backlog + excess * wait + d.arrival * plan.downtime
+    else:
+        reaction = wait + pol.timing.executor_startup_seconds
+        late = lag + excess / cap * reaction
+        piled = d.backlog + excess * reaction
+    peak = late + piled / new_cap
+    if peak >= pol.lag.slo_seconds:
+        return None
+    return (
+        f"{d.arrival:,.0f} records/s is over the {cap:,.0f} records/s {d.current.executors} "
+        f"executor(s) carry, but the lag ({lag:.0f} s now) would peak at {peak:.0f} s even if "
+        f"the scale-out to {plan.layout.executors} came one evaluation later (SLO "
+        f"{pol.lag.slo_seconds:g} s): holding while the lag budget takes it"
     )
 
 

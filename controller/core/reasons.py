@@ -54,6 +54,7 @@ class Reason(StrEnum):
     WITHIN_BAND = "WithinBand"
     SCALE_DOWN_DEFERRED = "ScaleDownDeferred"
     CATCHING_UP = "CatchingUp"
+    WITHIN_LAG_BUDGET = "WithinLagBudget"
     AT_MAX = "AtMaxCapacity"
     AT_MIN = "AtMinCapacity"
     BLOCKED_INEFFECTIVE = "BlockedIneffective"

@@ -51,25 +51,33 @@ def restart_within_budget(x: Inputs, possible: bool, downtime: float | None) -> 
 
 
 def smallest_restart(
-    x: Inputs,
-    model: CapacityModel,
-    required: float,
-    arrival: float,
-    lo: int,
-    hi: int,
+    x: Inputs, model: CapacityModel, required: float, arrival: float, lo: int, hi: int,
     downtime: float,
-    drain_within: float | None = None,
 ) -> Layout | None:
     """The fewest executors (``lo..hi``) that, restarted with their partitions, carry
-    ``required`` plus the arrivals queued while the job is down (drained within
-    ``drain_within``, else ``lag.catchUpSeconds``) at the target utilization."""
-    pol = x.policy
-    extra = arrival * downtime / (drain_within or pol.lag.catch_up_seconds)
-    for n in range(max(lo, 1), hi + 1):
-        lay = Layout(n, partitions_for(x, model, n), restart=True)
-        if model.utilization(required + extra, lay) <= pol.utilization.target:
-            return lay
-    return None
+    ``required`` at the target utilization and catch up on what piled up while the job was down.
+
+    The first batch after the restart holds the backlog plus the arrivals of the downtime; its
+    oldest record, ``age + downtime`` old when the job is back, waits for that batch. So the
+    layout's full capacity should process the pile within what the SLO leaves, ``SLO - age -
+    downtime``; when no layout within bounds can (the SLO is lost whatever the size), the pile
+    drains within ``lag.catchUpSeconds`` instead."""
+    pol, s = x.policy, x.snapshot
+    piled = (s.backlog_records or 0.0) + arrival * downtime
+    left = pol.lag.slo_seconds - (s.backlog_age_seconds or 0.0) - downtime
+    layouts = [
+        lay
+        for n in range(max(lo, 1), hi + 1)
+        if model.utilization(required, lay := Layout(n, partitions_for(x, model, n), True))
+        <= pol.utilization.target
+    ]
+    within_slo = (lay for lay in layouts if left > 0 and model.capacity(lay) * left >= piled)
+    catch_up = (
+        lay
+        for lay in layouts
+        if (model.capacity(lay) - arrival) * pol.lag.catch_up_seconds >= piled
+    )
+    return next(within_slo, None) or next(catch_up, None)
 
 
 def restart_pays(x: Inputs, saved_executors: int, downtime: float) -> bool:

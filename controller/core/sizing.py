@@ -130,15 +130,9 @@ def ceiling(x: Inputs, model: CapacityModel) -> int:
     return max(min(x.policy.executors.max, grow), x.policy.executors.min)
 
 
-def plan(
-    x: Inputs,
-    model: CapacityModel,
-    required: float,
-    arrival: float,
-    drain_within: float | None = None,
-) -> Plan:
+def plan(x: Inputs, model: CapacityModel, required: float, arrival: float) -> Plan:
     """The smallest layout that carries ``required`` at the target utilization (a restart also
-    the arrivals queued while it is down, drained within ``drain_within`` or the catch-up)."""
+    catches up on what piles up while it is down, :func:`~.repartition.smallest_restart`)."""
     pol = x.policy
     lo, hi = pol.executors.min, ceiling(x, model)
     target = pol.utilization.target
@@ -157,7 +151,7 @@ def plan(
     # a restart never helps the fixed driver time: no repartition for it (a longer trigger does)
     overhead_bound = model.overhead_share_of_batch() > pol.diagnosis.overhead_share
     if restart_within_budget(x, possible, downtime) and downtime is not None and not overhead_bound:
-        restart = smallest_restart(x, model, required, arrival, lo, hi, downtime, drain_within)
+        restart = smallest_restart(x, model, required, arrival, lo, hi, downtime)
 
     if in_place is not None and (restart is None or in_place.executors <= restart.executors):
         return Plan(in_place, 0.0, None)

@@ -117,21 +117,21 @@ CASES = [
     ),
     Case(
         "stateless bottleneck scales out in place, one step",
-        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 2, None),
+        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
+        (SCALE, Reason.SCALE_OUT, 4, None),
         diagnosis=BottleneckKind.TASK_SLOTS,
     ),
     Case(
         "stateful stage at its partition cap repartitions (the SEEP move)",
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
-        (REPART, Reason.REPARTITION_OUT, 4, 4),
+        (REPART, Reason.REPARTITION_OUT, 3, 3),
         diagnosis=BottleneckKind.STATE_PARTITIONS,
-        message_has="repartition state 2 -> 4",
+        message_has="repartition state 2 -> 3",
     ),
     Case(
         "stateful stage with spare partitions restarts to spread state",
         snapshot(arrival=20_000, executors=2, partitions=8, backlog=100_000, age=10),
-        (REPART, Reason.REPARTITION_OUT, 4, 8),
+        (REPART, Reason.REPARTITION_OUT, 3, 8),
         message_has="restart at a batch boundary",
     ),
     Case(
@@ -161,8 +161,14 @@ CASES = [
         (HOLD, Reason.CATCHING_UP, None, None),
     ),
     Case(
+        "over capacity, but acting one evaluation later still keeps the lag under the SLO",
+        _stateless_heavy(arrival=12_000, backlog=20_000, age=2),
+        (HOLD, Reason.WITHIN_LAG_BUDGET, None, None),
+        message_has="one evaluation later",
+    ),
+    Case(
         "cooldown after an action holds a scale-out",
-        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
+        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
         (HOLD, Reason.COOLDOWN, None, None),
         history=history((10, "action", 1)),
     ),
@@ -212,7 +218,7 @@ CASES = [
     Case(
         "skew with several waves of tasks: more slots still help, the scale-out goes ahead",
         _skewed(partitions=8, executors=2),
-        (REPART, Reason.REPARTITION_OUT, 4, 8),
+        (REPART, Reason.REPARTITION_OUT, 3, 8),
         diagnosis=BottleneckKind.SKEW,
     ),
     Case(
@@ -224,7 +230,7 @@ CASES = [
     ),
     Case(
         "repartition disabled: in-place help for the stateless stage, and the cap is named",
-        snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
+        snapshot(arrival=40_000, executors=2, partitions=2, backlog=100_000, age=10),
         (SCALE, Reason.SCALE_OUT, 5, None),
         policy=policy(partitions={"repartition": False}),
         message_has="repartition is disabled",
@@ -240,15 +246,15 @@ CASES = [
     Case(
         "unknown state size: no repartition, and the message says why",
         snapshot(
-            arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10, state_bytes=None
+            arrival=40_000, executors=2, partitions=2, backlog=100_000, age=10, state_bytes=None
         ),
         (SCALE, Reason.SCALE_OUT, 5, None),
         message_has="state size is unknown",
     ),
     Case(
         "recommend mode decides but does not act",
-        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 2, None),
+        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
+        (SCALE, Reason.SCALE_OUT, 4, None),
         policy=policy(mode="recommend"),
     ),
     Case(
@@ -271,8 +277,8 @@ CASES = [
     ),
     Case(
         "a scale-in is not judged ineffective: the burst that came back scales out",
-        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 2, None),
+        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
+        (SCALE, Reason.SCALE_OUT, 4, None),
         history=ScalingHistory(
             entries=(
                 HistoryEntry(
@@ -289,8 +295,8 @@ CASES = [
     ),
     Case(
         "a scale-in does not hold back a scale-out (no cooldown after it)",
-        _stateless_heavy(arrival=12_000, backlog=50_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 2, None),
+        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
+        (SCALE, Reason.SCALE_OUT, 4, None),
         history=ScalingHistory(
             entries=(
                 HistoryEntry(
@@ -302,7 +308,7 @@ CASES = [
     Case(
         "a blocked in-place move does not block the repartition that spreads state",
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
-        (REPART, Reason.REPARTITION_OUT, 4, 4),
+        (REPART, Reason.REPARTITION_OUT, 3, 3),
         history=ScalingHistory(
             entries=(
                 HistoryEntry(
@@ -324,8 +330,8 @@ CASES = [
                 HistoryEntry(
                     time=NOW - 60,
                     kind="blocked",
-                    executors=4,
-                    partitions=4,
+                    executors=3,
+                    partitions=3,
                     reason="BlockedIneffective",
                     until=NOW + 600,
                 ),
@@ -453,7 +459,7 @@ def test_missing_stage_series_falls_back_to_batch_durations() -> None:
 def test_one_action_per_load_change_then_holds() -> None:
     """After the sized scale-out takes effect, the engine holds (DS2's one-step property)."""
     pol = ScalingPolicySpec()
-    before = _stateless_heavy(arrival=12_000, backlog=50_000, age=10)
+    before = _stateless_heavy(arrival=20_000, backlog=50_000, age=10)
     d = decide(before, pol, ScalingHistory(), NOW)
     assert d.action is Action.SCALE
     h = record(ScalingHistory(), d, NOW, rate_before=before.processed_rate)
@@ -465,18 +471,21 @@ def test_one_action_per_load_change_then_holds() -> None:
 
 def test_record_keeps_recommendations_actions_and_blocks() -> None:
     pol = ScalingPolicySpec()
-    d = decide(_stateless_heavy(arrival=12_000, backlog=50_000, age=10), pol, ScalingHistory(), NOW)
+    d = decide(_stateless_heavy(arrival=20_000, backlog=50_000, age=10), pol, ScalingHistory(), NOW)
     h = record(ScalingHistory(), d, NOW, rate_before=9_000)
     kinds = [e.kind for e in h.entries]
     assert kinds == ["recommendation", "action"]
-    assert h.last_action() is not None and h.last_action().executors == 2  # type: ignore[union-attr]
+    assert h.last_action() is not None and h.last_action().executors == 4  # type: ignore[union-attr]
     assert h.entries[1].expected_rate and h.entries[1].expected_rate > 9_000
 
 
 LAG_BUDGET = [
-    # (name, arrival, backlog, age, drain within (s) or None, executors)
-    ("no backlog: the arrival alone", 12_000, 0.0, 0.0, None, 2),
-    ("a backlog the lag budget absorbs adds no drain term", 12_000, 50_000, 10, None, 2),
+    # (name, arrival, backlog, age, drain within (s) or None, executors; None: a hold)
+    # 12k/s on ~9.9k/s: even acting one evaluation later, the lag peaks at 7 s / 20 s, under the
+    # 30 s SLO: the lag budget takes it (WithinLagBudget) until the next evaluation
+    ("no backlog: the arrival alone, which the lag budget takes for now", 12_000, 0, 0, None, None),
+    ("a backlog the lag budget absorbs adds no drain term", 12_000, 50_000, 10, None, None),
+    ("far over capacity: the lag budget cannot wait, sized on the arrival", 25_000, 0, 0, None, 4),
     # clear = 200k / ~10k/s = 20 s; 20 + 12 s startup >= 30 s SLO: drain within
     # min(60, 30 - 12 - 14) = 4 s, never planned shorter than the 12 s startup
     ("an old backlog drains before the SLO, not within the catch-up", 12_000, 200_000, 14, 12, 4),

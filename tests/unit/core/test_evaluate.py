@@ -27,7 +27,7 @@ from controller.core import (
 )
 from tests.unit.core.factories import NOW, snapshot
 
-LOADED = snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10)
+LOADED = snapshot(arrival=40_000, executors=2, partitions=2, backlog=100_000, age=10)
 """Scales out in place when repartition is off (test_engine: "repartition disabled")."""
 NO_REPARTITION = ScalingPolicySpec.model_validate({"partitions": {"repartition": False}})
 RECOMMEND = NO_REPARTITION.model_copy(update={"mode": "recommend"})
@@ -156,6 +156,13 @@ def test_log_fields_explain_the_decision() -> None:
     assert fields["reason"] == "ScaleOut" and fields["action"] == "scale"
     assert fields["message"] == ev.decision.message and fields["enforced"] is True
     assert set(fields) == {
-        "action", "reason", "message", "target_executors", "target_partitions", "enforced",
-        "bottleneck", "operator", "evidence",
+        "action",
+        "reason",
+        "message",
+        "target_executors",
+        "target_partitions",
+        "enforced",
+        "bottleneck",
+        "operator",
+        "evidence",
     }

@@ -29,9 +29,7 @@ def kafka_job(*, topic_partitions: int, executors: int, **kw: Any) -> MetricsSna
         StageMetrics(name="counts", kind="stateful", partitions=8, rows=rows,
                      busy_seconds=rows * COUNT_COST, state_bytes=5e7),
     )  # fmt: skip
-    return snapshot(
-        stages=stages, executors=executors, source_partitions=topic_partitions, **kw
-    )
+    return snapshot(stages=stages, executors=executors, source_partitions=topic_partitions, **kw)
 
 
 def policy(**spec: Any) -> ScalingPolicySpec:
@@ -68,7 +66,7 @@ CASES = [
     ),
     Case(
         "enough partitions for the slots: an ordinary scale-out",
-        kafka_job(topic_partitions=8, executors=2, arrival=20_000),
+        kafka_job(topic_partitions=8, executors=2, arrival=30_000, backlog=3e5, age=15),
         (Action.SCALE, Reason.SCALE_OUT),
         "scale out 2 ->",
     ),
