@@ -70,6 +70,7 @@ class RunnerActuator:
             "reason": d.reason.value,
             "executors": d.target_executors,
             "partitions": d.target_partitions,
+            "predicted_rate": d.sizing.target_capacity_rate,
         }
         self.acting = (record["t"], d)
         try:
@@ -255,6 +256,10 @@ def run_demo(
         summary["policy_reloads"] = policy_file.reloads
         summary["policy_rejected"] = policy_file.last_error
         summary["load_unit_rate"] = unit
+        pol = policy_file.policy
+        summary["scale_out_predictions"] = report.prediction_errors(
+            rows, actuator.actions, pol.utilization.target, pol.lag.backlog_tolerance_seconds
+        )
         decisions = [
             {"t": round(ev.time - t0, 1), "reason": ev.decision.reason.value,
              "message": ev.decision.message, "acted": ev.acted, "error": ev.error}

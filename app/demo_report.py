@@ -229,6 +229,57 @@ def summarize(rows: list[Row], slo: float, actions: list[dict[str, Any]]) -> dic
     }
 
 
+SCALE_OUT_REASONS = ("ScaleOut", "RepartitionStateBound", "RecoverFromFailure")
+"""The actions whose capacity prediction the summary checks: those that added capacity."""
+
+PREDICTION_SETTLE_SECONDS = 15.0
+"""After an action's end, seconds before its executors are judged: new executors register,
+the first batch of a restart clears its pile."""
+
+
+def prediction_errors(
+    rows: Sequence[Row],
+    actions: Sequence[dict[str, Any]],
+    utilization_target: float,
+    saturated_lag: float,
+) -> list[dict[str, Any]]:
+    """Each scale-out's predicted capacity against what it delivered.
+
+    The decision says "N sustain X records/s at the target utilization": the predicted full
+    capacity is X / target. What N delivered is Spark's mean processed rate over the seconds
+    from :data:`PREDICTION_SETTLE_SECONDS` after the action ended to the next action, counting
+    only seconds when the job was saturated (lag over ``saturated_lag``: a backlog waited, so
+    it processed as fast as it could). Never saturated: the capacity was not observed (None)."""
+    out = []
+    for i, a in enumerate(actions):
+        if a.get("reason") not in SCALE_OUT_REASONS or not a.get("predicted_rate"):
+            continue
+        start = (a.get("t_end") or a["t"]) + PREDICTION_SETTLE_SECONDS
+        end = actions[i + 1]["t"] if i + 1 < len(actions) else math.inf
+        seen = [
+            r.processed_rate
+            for r in rows
+            if start <= r.t < end
+            and r.processed_rate is not None
+            and r.executors == a.get("executors")
+            and (r.lag_seconds or 0.0) > saturated_lag
+        ]
+        predicted = a["predicted_rate"] / utilization_target
+        achieved = sum(seen) / len(seen) if seen else None
+        out.append(
+            {
+                "t": a["t"],
+                "reason": a["reason"],
+                "executors": a.get("executors"),
+                "predicted_rate": round(predicted),
+                "achieved_rate": None if achieved is None else round(achieved),
+                "saturated_seconds": len(seen),
+                "error": None if achieved is None else round(achieved / predicted - 1.0, 3),
+            }
+        )
+    return out
+
+
 ACTION_LABEL_LEVELS = 4
 """Rows of action labels above the plot; labels closer than their width go one row up."""
 

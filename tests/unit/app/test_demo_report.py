@@ -265,3 +265,33 @@ def test_mid_action_the_live_line_says_what_is_being_done_not_the_last_finished_
     line = live_line(row, [DRAINING], T0, acting=(140.0, repartition))
     assert line.endswith("| acting for 55 s: RepartitionStateBound: repartition state 2 -> 5")
     assert "633,219" not in line
+
+
+def _saturation_row(t: float, processed: float | None, lag: float, executors: int) -> Row:
+    return Row(t, processed, processed, None, lag, executors, executors, 2, "running")
+
+
+def test_each_scale_out_is_checked_against_what_it_delivered_while_saturated() -> None:
+    from app.demo_report import PREDICTION_SETTLE_SECONDS, prediction_errors
+
+    actions = [
+        {"t": 10.0, "t_end": 20.0, "reason": "RepartitionStateBound", "executors": 2,
+         "predicted_rate": 70_000.0},
+        {"t": 100.0, "t_end": 101.0, "reason": "ScaleIn", "executors": 1, "predicted_rate": 1.0},
+        {"t": 200.0, "t_end": 201.0, "reason": "ScaleOut", "executors": 3,
+         "predicted_rate": 70_000.0},
+    ]  # fmt: skip
+    settle = 20.0 + PREDICTION_SETTLE_SECONDS
+    rows = [
+        _saturation_row(settle - 1, 10_000.0, 20.0, 2),  # still settling: not counted
+        _saturation_row(settle, 60_000.0, 8.0, 2),  # saturated
+        _saturation_row(settle + 1, 40_000.0, 9.0, 2),  # saturated
+        _saturation_row(settle + 2, 30_000.0, 1.0, 2),  # keeping up: the rate is the load
+        _saturation_row(250.0, 20_000.0, 1.0, 3),  # the last scale-out never saturated
+    ]
+    got = prediction_errors(rows, actions, utilization_target=0.7, saturated_lag=5.0)
+    assert [(p["reason"], p["predicted_rate"], p["achieved_rate"], p["error"]) for p in got] == [
+        ("RepartitionStateBound", 100_000, 50_000, -0.5),
+        ("ScaleOut", 100_000, None, None),
+    ]
+    assert got[0]["saturated_seconds"] == 2
