@@ -31,7 +31,9 @@ from controller.core.snapshot import MetricsSnapshot, StageMetrics
 
 IN_FLIGHT_STAGE = "batch-in-flight"
 """Name of the stand-in read stage that carries the running batch's records when the window has
-no completed batch (its cost then comes from the running batch's wall time)."""
+no completed batch: the capacity model then costs the whole batch as one stage from its wall time
+(``capacity._fallback_stage``), capped by the source's partitions as without stage metrics (the
+one parallelism cap that is known; it may read as SourcePartitionBound until a batch commits)."""
 
 
 def in_flight(s: MetricsSnapshot) -> float | None:
