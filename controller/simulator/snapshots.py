@@ -2,7 +2,8 @@
 
 Windowed over the last ``window`` seconds of batches (by their end time), with ``observed_at``
 the last batch end; the batch running at ``now`` is reported as the runner reports it (its age
-and its records, the planned offsets), never its end, which only the simulator knows. Offsets (backlog, its age, committed batch) are exact, as Spark's offsets
+and its records, the planned offsets), never its end, which only the simulator knows. Offsets
+(backlog, its age, committed batch, the running batch's records) are exact, as Spark's offsets
 are; rates, rows and busy times carry the model's optional, seeded measurement noise.
 """
 
