@@ -52,19 +52,22 @@ def test_an_uncommitted_offsets_entry_is_the_batch_in_flight(tmp_path: Path) -> 
 
 
 def test_every_planned_batch_committed_means_none_runs(tmp_path: Path) -> None:
-    assert batch_in_flight(log(tmp_path, {4: [7], 5: [9]}, [4, 5])) is None
+    assert batch_in_flight(log(tmp_path, {4: [{"offset": 7}], 5: [{"offset": 9}]}, [4, 5])) is None
     assert batch_in_flight(tmp_path / "nowhere") is None  # no log yet: none, never an error
 
 
 def test_the_first_batch_of_a_log_has_no_known_rows(tmp_path: Path) -> None:
-    running = batch_in_flight(log(tmp_path, {0: [500]}, []))
+    running = batch_in_flight(log(tmp_path, {0: [{"offset": 500}]}, []))
     assert running is not None and running.batch == 0 and running.rows is None
 
 
 PLANNED = [
-    ("bare counters (rate source)", [100], [350], 250.0),
+    ("burst records", [{"offset": 100, "runStartUs": 1}], [{"offset": 350, "runStartUs": 1}],
+     250.0),
     ("kafka, per partition", [{"t": {"0": 10, "1": 5}}], [{"t": {"0": 30, "1": 5}}], 20.0),
-    ("two sources summed", [100, {"offset": 4}], [150, {"offset": 10}], 56.0),
+    ("two sources summed", [{"t": {"0": 100}}, {"offset": 4}],
+     [{"t": {"0": 150}}, {"offset": 10}], 56.0),
+    ("a bare number: the rate source counts seconds, unknown", [100], [105], None),
     ("a kafka partition new in the batch: unknown", [{"t": {"0": 10}}],
      [{"t": {"0": 30, "1": 5}}], None),
     ("a file source's log index: unknown", [{"logOffset": 3}], [{"logOffset": 4}], None),
