@@ -115,6 +115,14 @@ KAFKA_AGE = _gauge("kafka_backlog_age_seconds", "Kafka: age of the oldest unproc
                    "of the partition (its timestamp); 0 when none waits.", PARTITION)
 LAST_COMMITTED_BATCH = _gauge("last_committed_batch", "Id of the last committed batch.")
 LAST_PROGRESS = _gauge("last_progress_timestamp_seconds", "Unix time of the last batch.")
+BATCH_IN_FLIGHT_START = _gauge("batch_in_flight_start_timestamp_seconds", "Unix time the "
+                               "running micro-batch started (its offsets-log batchTimestampMs, "
+                               "not before the query's start); 0 while none runs.")
+BATCH_IN_FLIGHT_ID = _gauge("batch_in_flight_id", "Id of the running micro-batch; absent while "
+                            "none runs.")
+BATCH_IN_FLIGHT_ROWS = _gauge("batch_in_flight_input_rows", "Source records the running batch "
+                              "reads (its planned end offsets less the previous batch's); "
+                              "absent when unknown or none runs.")
 QUERY_FAILURES = _counter("query_failures", "Query terminations with an error.")
 FAILED_TASKS = _counter("failed_tasks", "Failed tasks in the job's stages.")
 ACTIONS = _counter("actions", "Control actions by kind and outcome.",

@@ -195,7 +195,8 @@ class TimingPolicy(SpecModel):
         default=45.0,
         gt=0,
         le=86400,
-        description="Metrics older than this (s) are stale: the engine holds and says so.",
+        description="Metrics older than this (s) are stale: the engine holds and says so. "
+        "The age of a batch in flight does not count: a long batch commits nothing meanwhile.",
     )
     min_batches: int = Field(
         default=1,
@@ -288,7 +289,8 @@ class DiagnosisPolicy(SpecModel):
         default=60.0,
         gt=0,
         le=86400,
-        description="No committed batch for this long (s) while data waits means the job failed.",
+        description="No committed batch for this long (s) while data waits, not explained by a "
+        "batch in flight, means the job failed (a long batch in flight is under-provisioning).",
     )
 
 

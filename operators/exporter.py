@@ -7,13 +7,17 @@ Usage::
     poller = StagePoller(metrics, rest=pool.rest, query_id=lambda: query.id); poller.start()
     metrics.serve(port=9108)                       # GET /metrics
 
-Two sources, because neither has everything (docs/spark-facts.md):
+Three sources, because none has everything (docs/spark-facts.md):
 
 * the ``StreamingQueryListener`` (:mod:`operators.listener`; ``onQueryProgress`` once per
   batch, ``onQueryIdle`` for a trigger without new data, on Spark's listener thread): rates,
   batch duration and its parts, state rows/bytes/memory/partitions per stateful operator,
   source offsets (hence the backlog), the last committed batch. It only parses JSON and sets
   gauges, then hands the batch id to the poller.
+* the checkpoint's offsets log, read by the runner about once a second
+  (:func:`operators.state.inflight.batch_in_flight`, :meth:`RunnerMetrics.observe_in_flight`):
+  the batch running now (id, start, planned input rows), which the listener only hears of when
+  it ends.
 * the driver UI REST API, polled by :class:`StagePoller` on its own thread (never the query's):
   the batch's SQL executions (tagged ``batch = N``) → their jobs → their stages, giving per stage
   the task count (= partitions), rows, busy task time, wall time, max and median task time
@@ -125,6 +129,11 @@ class RunnerMetrics:
         self.kafka_age = g(M.KAFKA_AGE)
         self.last_batch = g(M.LAST_COMMITTED_BATCH)
         self.last_progress = g(M.LAST_PROGRESS)
+        self.in_flight_start = g(M.BATCH_IN_FLIGHT_START)
+        self.in_flight_id = g(M.BATCH_IN_FLIGHT_ID)
+        self.in_flight_rows = g(M.BATCH_IN_FLIGHT_ROWS)
+        self._in_flight: int | None = None
+        self._committed: int | None = None
         self.failures = c(M.QUERY_FAILURES)
         self.failed_tasks = c(M.FAILED_TASKS)
         self.actions = c(M.ACTIONS)
@@ -144,6 +153,7 @@ class RunnerMetrics:
         self.executor_tasks = c(M.EXECUTOR_TASKS)
         self.memory_ratio = g(M.EXECUTOR_MEMORY_RATIO)
         self.up.labels(job).set(1)
+        self.in_flight_start.labels(job).set(0)
         self.set_phase(Phase.STARTING)
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> Any:
@@ -184,6 +194,11 @@ class RunnerMetrics:
         _set(self.processed_rate.labels(j), p.get("processedRowsPerSecond"))
         self.last_batch.labels(j).set(int(p.get("batchId", -1)))
         self.last_progress.labels(j).set(now)
+        with self._lock:
+            self._committed = int(p.get("batchId", -1))
+            ended = self._in_flight is not None and self._in_flight <= self._committed
+        if ended:
+            self.observe_in_flight(None)
         if self._from_plan and p.get("stateOperators"):
             self.stateful = operator_names(p["stateOperators"])
         for i, op in enumerate(p.get("stateOperators") or []):
@@ -258,6 +273,41 @@ class RunnerMetrics:
             self.kafka_behind.labels(j, topic, part).set(0.0)
             with contextlib.suppress(KeyError):
                 self.kafka_age.remove(j, topic, part)
+
+    def observe_in_flight(self, batch: int | None, started_at: float | None = None,
+                          rows: float | None = None) -> None:
+        """The micro-batch running now (the runner reads it from the offsets log about once a
+        second: :func:`operators.state.inflight.batch_in_flight`), or None when none runs.
+
+        The listener only hears of a batch when it ends; without this, a batch running for
+        minutes looked like a driver that had stopped (stale metrics, then a failure, and a
+        restart that threw its work away). A batch the listener already saw committed is not
+        in flight (the reader may have looked just before the commit)."""
+        j = self.job
+        with self._lock:
+            if batch is not None and self._committed is not None and batch <= self._committed:
+                batch = None
+            if batch is None or started_at is None:
+                batch = None
+            self._in_flight = batch
+            self._latest.update(batch_in_flight=batch,
+                                batch_in_flight_started_at=started_at if batch is not None
+                                else None,
+                                batch_in_flight_rows=rows if batch is not None else None)
+        if batch is None:
+            self.in_flight_start.labels(j).set(0)
+            for gauge in (self.in_flight_id, self.in_flight_rows):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(j)
+            return
+        assert started_at is not None
+        self.in_flight_start.labels(j).set(started_at)
+        self.in_flight_id.labels(j).set(batch)
+        if rows is None:
+            with contextlib.suppress(KeyError):
+                self.in_flight_rows.remove(j)
+        else:
+            self.in_flight_rows.labels(j).set(rows)
 
     def observe_stages(self, batch: int, stages: list[StageSample]) -> None:
         """The REST poller's view of one batch: per-stage counters and last-batch gauges."""

@@ -42,6 +42,7 @@ from operators.listener import ProgressListener
 from operators.session import ExecutorPool, SessionOptions, create_session
 from operators.sources import adapter_for
 from operators.sources.backlog import backlog_from_progress
+from operators.state.inflight import batch_in_flight
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,6 +98,7 @@ class JobRunner(RunnerActions):
         self._backlog_probe = adapter_for(source).backlog_probe(source) if source else None
         self._poller: StagePoller | None = None
         self._lock_file: state.CheckpointLock | None = None
+        self._query_started_at = 0.0
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -184,6 +186,7 @@ class JobRunner(RunnerActions):
 
     def _start_query(self) -> None:
         assert self.spark is not None
+        self._query_started_at = time.time()
         self.query = self.starter.start(self.spark)
         self.query_id = str(self.query.id)
         self.file_sink = state.file_sink_path(self.query)  # a repartition logs its batch there
@@ -252,6 +255,7 @@ class JobRunner(RunnerActions):
         while not self._stopped.is_set():
             time.sleep(1.0)
             ticks += 1
+            self._publish_in_flight()
             if ticks % 5 == 0:  # keep the executor gauges fresh when no batch completes
                 self._publish_executors()
             q = self.query
@@ -271,6 +275,24 @@ class JobRunner(RunnerActions):
                 continue
             self.metrics.failures.labels(self.name).inc()
             self._set_phase(Phase.FAILED)
+
+    def _publish_in_flight(self) -> None:
+        """The batch running now, from the offsets log (the listener hears of it only when it
+        ends). Its start is bounded by the query's: a batch replayed after a restart keeps the
+        timestamp it was first planned with."""
+        try:
+            q = self.query
+            if q is None or not q.isActive:
+                self.metrics.observe_in_flight(None)
+                return
+            running = batch_in_flight(self.spec.checkpoint.location)
+            if running is None or running.started_at is None:
+                self.metrics.observe_in_flight(None)
+                return
+            started = max(running.started_at, self._query_started_at)
+            self.metrics.observe_in_flight(running.batch, started, running.rows)
+        except Exception:  # never let the metrics stop the watch
+            log.debug("in-flight batch unknown", exc_info=True)
 
     def _publish_executors(self) -> None:
         if self.pool is not None:

@@ -42,6 +42,9 @@ SCALARS: dict[str, str] = {
     "failed_tasks": "sum(increase(" + _m(M.FAILED_TASKS.total) + "[$w]))",
     "last_committed_batch": "max(" + _m(M.LAST_COMMITTED_BATCH.full) + ")",
     "memory_used_ratio": "max(" + _m(M.EXECUTOR_MEMORY_RATIO.full) + ")",
+    # the batch running now: its start is 0 while none runs, and ``> 0`` leaves no series then
+    "batch_in_flight_seconds": "time() - max(" + _m(M.BATCH_IN_FLIGHT_START.full) + " > 0)",
+    "batch_in_flight_rows": "max(" + _m(M.BATCH_IN_FLIGHT_ROWS.full) + ")",
 }
 """Snapshot field -> query returning one series (or none)."""
 

@@ -110,6 +110,8 @@ SCALAR_RULES: dict[str, Rule] = {
     "failed_tasks": Rule(M.FAILED_TASKS, "increase"),
     "last_committed_batch": Rule(M.LAST_COMMITTED_BATCH, "max"),
     "memory_used_ratio": Rule(M.EXECUTOR_MEMORY_RATIO, "max"),
+    "batch_in_flight_seconds": Rule(M.BATCH_IN_FLIGHT_START, "age"),
+    "batch_in_flight_rows": Rule(M.BATCH_IN_FLIGHT_ROWS, "max"),
 }
 """promql.SCALARS, field by field."""
 
@@ -295,7 +297,7 @@ def _scalar(ctx: _Range, rule: Rule, w: float, a: float) -> float | None:
         return _finite(_max(ctx.latest.get(name, {}).values()))
     if rule.function == "age":
         latest = _max(ctx.latest.get(name, {}).values())
-        if latest is None:
+        if latest is None or not latest > 0:  # a timestamp of 0 is "none" (``> 0`` in PromQL)
             return None
         age = ctx.now - latest
         # ``now`` is taken before the scrape, so a batch that committed during it looks a few

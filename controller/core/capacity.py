@@ -127,7 +127,7 @@ class CapacityModel:
             cores_per_executor=cores,
             current_executors=s.executors,
             current_partitions=stateful.partitions if stateful else None,
-            batch_seconds=s.batch_duration_seconds or 0.0,
+            batch_seconds=max(s.batch_duration_seconds or 0.0, s.batch_in_flight_seconds or 0.0),
             budget_seconds=batch_budget_seconds(s.trigger_interval_seconds or 0.0, slo_seconds),
         )
         return wall_fit(measured, s, records)
@@ -211,17 +211,23 @@ def batch_budget_seconds(interval: float, slo_seconds: float | None) -> float:
 
 def wall_fit(model: CapacityModel, s: MetricsSnapshot, records: float) -> CapacityModel:
     """``model`` with every stage's spread set to the batches' observed wall time per record
-    over the modelled one, when the batches are long enough to show it and the gap is real."""
-    if not s.batches or model.interval_seconds <= 0 or records <= 0:
-        return model
-    if model.batch_seconds < WALL_FIT_BATCH_SHARE * model.interval_seconds:
+    over the modelled one, when the batches are long enough to show it and the gap is real.
+    A batch still running (``batch_in_flight_seconds`` over ``batch_in_flight_rows``) counts
+    too: its age is a lower bound of its wall time, so its ratio is a lower bound."""
+    if model.interval_seconds <= 0 or records <= 0:
         return model
     current = Layout(model.current_executors, model.current_partitions, restart=False)
     modelled = model.work_seconds_per_record(current)
-    work = model.batch_seconds - model.overhead_seconds
-    if not math.isfinite(modelled) or modelled <= 0 or work <= 0:
+    if not math.isfinite(modelled) or modelled <= 0:
         return model
-    ratio = work * s.batches / records / modelled
+    ratio = 0.0
+    long_enough = WALL_FIT_BATCH_SHARE * model.interval_seconds
+    mean = s.batch_duration_seconds or 0.0
+    if s.batches and mean >= long_enough and mean > model.overhead_seconds:
+        ratio = (mean - model.overhead_seconds) * s.batches / records / modelled
+    running, rows = s.batch_in_flight_seconds, s.batch_in_flight_rows
+    if running is not None and rows and running >= long_enough:
+        ratio = max(ratio, (running - model.overhead_seconds) / rows / modelled)
     if ratio < WALL_FIT_MIN_RATIO:
         return model
     stages = tuple(replace(st, spread=st.spread * ratio) for st in model.stages)

@@ -11,19 +11,33 @@ from dataclasses import replace
 from contracts.policy import ScalingPolicySpec
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.decision import Diagnosis
+from controller.core.inflight import evidence as in_flight_evidence
+from controller.core.inflight import unexplained_stall
 from controller.core.reasons import BottleneckKind
 from controller.core.snapshot import MetricsSnapshot
 
 
 def failure_evidence(s: MetricsSnapshot, policy: ScalingPolicySpec) -> list[str]:
-    """Why the job looks failed (empty if it does not)."""
+    """Why the job looks failed (empty if it does not): the driver does not answer, or no batch
+    committed for ``diagnosis.noProgressSeconds`` while data waits and no running batch explains
+    the wait. A batch in flight, however long, is a slow job (under-provisioned), not a failed
+    one: only the time before it started counts
+    (:func:`~controller.core.inflight.unexplained_stall`). A query that terminated runs no
+    batch, so the second rule catches it."""
     out: list[str] = []
     if s.driver_up is False:
         out.append("the driver (runner) does not answer")
     waiting = (s.backlog_records or 0) > 0 or (s.arrival_rate or 0) > 0
-    stalled = s.seconds_since_progress
+    stalled = unexplained_stall(s)
     if stalled is not None and stalled > policy.diagnosis.no_progress_seconds and waiting:
-        out.append(f"no batch committed for {stalled:.0f} s while data waits")
+        since = s.seconds_since_progress or 0.0
+        running = s.batch_in_flight_seconds
+        why = (
+            f" ({running:.0f} s of it explained by the batch in flight)"
+            if running
+            else " and no batch reported in flight"
+        )
+        out.append(f"no batch committed for {since:.0f} s while data waits{why}")
     return out
 
 
@@ -40,6 +54,9 @@ def diagnose(
     rate = s.arrival_rate if s.arrival_rate is not None else (s.processed_rate or 0.0)
     util = model.utilization(rate, layout)
     evidence = [f"busy {util:.0%} of the batch budget at {rate:,.0f} records/s"]
+    overdue = in_flight_evidence(s, policy)
+    if overdue:
+        evidence.append(overdue)
     if model.wall_ratio > 1.0:
         evidence.append(
             f"batches of {model.batch_seconds:.2f} s (trigger {model.interval_seconds:g} s) take "

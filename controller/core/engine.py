@@ -4,7 +4,10 @@ The pipeline, in order (each step may end in a hold that says why):
 
 1. failure (:mod:`~controller.core.failure`): a restart still settling -> wait for it; the
    driver down or stalled -> recover from the checkpoint, sized to catch up;
-2. data (here): no, stale or too few metrics -> hold (unknown is never zero);
+2. data (here): no, stale or too few metrics -> hold (unknown is never zero); a batch in flight
+   explains old metrics, and one running longer than the SLO allows is sized on
+   (:mod:`~controller.core.inflight`: a long batch is under-provisioning, not staleness or
+   failure);
 3. sizing (:mod:`~controller.core.sizing`, DS2): the required rate is arrival + backlog /
    catch-up time; the smallest layout (executors, state partitions) that carries it at the
    target utilization, in place or with a restart that spreads state over the new slots (the
@@ -32,6 +35,7 @@ from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import diagnose, failure_evidence
 from controller.core.failure import recover, restart_in_flight
 from controller.core.guards import band, scale_in
+from controller.core.inflight import unexplained_age, with_batch_in_flight
 from controller.core.inputs import Inputs
 from controller.core.reasons import Reason
 from controller.core.sizing import demand, plan, sizing_of
@@ -48,6 +52,8 @@ def decide(
         return in_flight
     if failure_evidence(snapshot, policy):
         return recover(x)
+    snapshot = with_batch_in_flight(snapshot, policy)
+    x = Inputs(snapshot, policy, history, now)
     problem = _data_problem(x)
     if problem is not None:
         return problem
@@ -59,17 +65,26 @@ def decide(
 
 
 def _data_problem(x: Inputs) -> Decision | None:
-    """No, stale or too few metrics: hold, saying which (unknown is never zero)."""
+    """No, stale or too few metrics: hold, saying which (unknown is never zero).
+
+    Stale means older than ``timing.staleAfterSeconds`` beyond what a batch in flight explains:
+    a job running a long batch commits nothing meanwhile, yet its driver reports the batch, so
+    its metrics are current (:func:`~controller.core.inflight.unexplained_age`)."""
     s, t = x.snapshot, x.policy.timing
     if s.observed_at is None:
         why = f" ({s.unavailable})" if s.unavailable else ""
         return x.hold(Reason.NO_METRICS, f"no metrics for this job{why}: holding the current size")
     age = x.now - s.observed_at
-    if age > t.stale_after_seconds:
+    if unexplained_age(s, age) > t.stale_after_seconds:
+        running = (
+            f", {s.batch_in_flight_seconds:.0f} s of it a batch in flight"
+            if s.batch_in_flight_seconds
+            else ""
+        )
         return x.hold(
             Reason.STALE_METRICS,
-            f"newest metrics are {age:.0f} s old (stale after {t.stale_after_seconds:g} s): "
-            "holding the current size",
+            f"newest metrics are {age:.0f} s old{running} (stale after "
+            f"{t.stale_after_seconds:g} s): holding the current size",
         )
     missing = [
         name

@@ -5,8 +5,10 @@ Two steps of ``decide`` live here, both about a job that is not simply running:
 - :func:`restart_in_flight` (first): a repartition or recovery started before has not produced
   a batch at its new layout yet, so the window describes the old one -> hold;
 - :func:`recover` (second, when :func:`~controller.core.diagnosis.failure_evidence` finds the
-  driver down or stalled): restart from the checkpoint with enough executors (and state
-  partitions) to catch up -- recovery as scale-out.
+  driver down, or no commit for ``diagnosis.noProgressSeconds`` that no batch in flight
+  explains): restart from the checkpoint with enough executors (and state partitions) to catch
+  up -- recovery as scale-out. A long batch in flight is never a failure
+  (:mod:`~controller.core.inflight`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import failure_evidence
+from controller.core.inflight import overdue
 from controller.core.inputs import Inputs
 from controller.core.reasons import Action, BottleneckKind, Reason
 
@@ -26,7 +29,8 @@ def restart_in_flight(x: Inputs) -> Decision | None:
     """A repartition or recovery has not yet produced a batch at its new layout: wait for it.
 
     Done means a batch committed after the restart (no sooner than half the expected restart
-    time, so the batch that was in flight when the job stopped does not count) and, for a
+    time, so the batch that was in flight when the job stopped does not count), or a batch
+    started after it that already outlasts the SLO's batch budget, and, for a
     repartition, the stateful stage reporting the new partition count. Without the latter the
     window still describes the old layout and sizing on it would repeat the move.
     """
@@ -43,6 +47,12 @@ def restart_in_flight(x: Inputs) -> Decision | None:
     committed_after = (
         s.seconds_since_progress is not None
         and s.seconds_since_progress < elapsed - p.restart_seconds / 2
+    ) or (
+        # a batch started at the new layout that outlasts the SLO's batch budget: the restart is
+        # done and the job is already behind again; waiting for its commit only lets lag grow
+        s.batch_in_flight_seconds is not None
+        and s.batch_in_flight_seconds < elapsed - p.restart_seconds / 2
+        and overdue(s, x.policy)
     )
     stateful = s.stateful_stage()
     new_layout_seen = (

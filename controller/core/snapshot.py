@@ -124,6 +124,16 @@ class MetricsSnapshot(Model):
     last_committed_batch: int | None = Field(
         default=None, ge=0, description="Newest committed batch id."
     )
+    batch_in_flight_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Age of the micro-batch running now (s), as of the evaluation; None when "
+        "none runs or the runner does not say. A lower bound of that batch's duration.",
+    )
+    batch_in_flight_rows: float | None = Field(
+        default=None, ge=0, description="Source records the running batch reads (its planned "
+        "offsets); None when unknown or none runs."
+    )
 
     _finite = field_validator("*", mode="before")(_finite_or_none)
 

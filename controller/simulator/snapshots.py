@@ -1,7 +1,9 @@
 """The snapshot the engine sees, built from the simulated job the way the metrics adapter would.
 
 Windowed over the last ``window`` seconds of batches (by their end time), with ``observed_at``
-the last batch end. Offsets (backlog, its age, committed batch) are exact, as Spark's offsets
+the last batch end; the batch running at ``now`` is reported as the runner reports it (its age
+and its records, the planned offsets), never its end, which only the simulator knows. Offsets
+(backlog, its age, committed batch, the running batch's records) are exact, as Spark's offsets
 are; rates, rows and busy times carry the model's optional, seeded measurement noise.
 """
 
@@ -93,6 +95,10 @@ def build_snapshot(
         "arrival_rate": noise(_arrival_rate(job, now, window)),
         "last_committed_batch": job.batches[-1].id if job.batches else -1,
     }
+    running = job.batch
+    if running is not None and running.start <= now:  # as the runner reports it: start, rows
+        common["batch_in_flight_seconds"] = now - running.start
+        common["batch_in_flight_rows"] = running.records  # offsets: exact
     if last_end is None:
         return MetricsSnapshot(batches=0, **common)
     common["seconds_since_progress"] = max(0.0, now - job.last_commit)

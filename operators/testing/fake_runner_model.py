@@ -276,6 +276,8 @@ def _template() -> str:
         return '{{job="{job}"' + extra + "}}"
 
     lines = [f"{M.UP.full}{labels()} 1", f"{M.FAILED_TASKS.total}{labels()} 0"]
+    # a fake batch takes no time: none is ever in flight (start 0; id and rows absent)
+    lines += [f"{M.BATCH_IN_FLIGHT_START.full}{labels()} 0"]
     lines += [M.PHASE.full + labels(f',phase="{p}"') + " {}" for p in Phase]
     lines += [f"{name}{labels()} {{}}" for name in _JOB_SERIES]
     lines += [name + labels(',operator="counts"') + " {}" for name in _STATE_SERIES]

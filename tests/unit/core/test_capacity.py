@@ -116,3 +116,19 @@ def test_without_stage_metrics_the_source_partitions_cap_the_batch() -> None:
                ScalingHistory(), NOW)  # fmt: skip
     assert (d.action, d.reason) == (Action.HOLD, Reason.SOURCE_PARTITION_BOUND), d.message
     assert "minPartitions" in d.message
+
+
+def test_a_batch_in_flight_is_a_lower_bound_of_the_wall_time() -> None:
+    """The window's short batches fit the busy-time model, but the batch running now has taken
+    4 s so far over 400,000 records: at least 1e-5 s a record, 10 / 3 the busy-time model's."""
+    fits = falling_behind(0.65, backlog=0.0, age=0.0)
+    assert model(fits).wall_ratio == 1.0
+    running = model(fits.model_copy(update={
+        "batch_in_flight_seconds": 4.05, "batch_in_flight_rows": 400_000.0}))  # fmt: skip
+    assert running.wall_ratio == pytest.approx(4.0 / 400_000 / 3e-6)
+    assert running.batch_seconds == 4.05  # the running batch is at least this long
+    young = model(fits.model_copy(update={
+        "batch_in_flight_seconds": 0.5, "batch_in_flight_rows": 400_000.0}))  # fmt: skip
+    assert young.wall_ratio == 1.0  # too young to tell (under WALL_FIT_BATCH_SHARE)
+    unknown_rows = model(fits.model_copy(update={"batch_in_flight_seconds": 4.05}))
+    assert unknown_rows.wall_ratio == 1.0  # no per-record cost without its records

@@ -105,6 +105,28 @@ def _skewed(*, partitions: int, executors: int) -> MetricsSnapshot:
     return base.model_copy(update={"stages": stages})
 
 
+def _giant_batch(**kw: Any) -> MetricsSnapshot:
+    """Under-provisioned, no admission cap: the last batch committed 200 s ago and the one
+    running since then (190 s, 1.9 M records) has not finished, so the window holds no batch."""
+    fields: dict[str, Any] = {
+        "arrival": 20_000,
+        "executors": 2,
+        "backlog": 4e6,
+        "age": 200,
+        "observed_at": NOW - 200,
+        "batches": 0,
+        "stages": (),
+        "processed_rate": None,
+        "batch_duration_seconds": None,
+        "overhead_seconds": None,
+        "seconds_since_progress": 200,
+        "batch_in_flight_seconds": 190,
+        "batch_in_flight_rows": 1.9e6,
+    }
+    fields.update(kw)
+    return snapshot(**fields)
+
+
 HOLD, SCALE, REPART, RECOVER = Action.HOLD, Action.SCALE, Action.REPARTITION, Action.RECOVER
 
 CASES = [
@@ -382,6 +404,84 @@ CASES = [
         ),
     ),
     Case(
+        "a long batch in flight: not stale, not failed, under-provisioned -> scale out on it",
+        _giant_batch(),
+        (SCALE, Reason.SCALE_OUT, 8, None),
+        diagnosis=BottleneckKind.TASK_SLOTS,
+        message_has="scale out 2 -> 8",
+    ),
+    Case(
+        "a long batch in flight of unreported size: sized on the backlog, at most its records",
+        _giant_batch(batch_in_flight_rows=None),
+        (SCALE, Reason.SCALE_OUT, 8, None),
+    ),
+    Case(
+        "a long batch in flight beside a window of batches: their cost still sizes the job",
+        snapshot(
+            arrival=20_000,
+            executors=2,
+            partitions=2,
+            backlog=4e6,
+            age=60,
+            batch_in_flight_seconds=50,
+            batch_in_flight_rows=1.9e6,
+        ),
+        (REPART, Reason.REPARTITION_OUT, 8, 8),
+        diagnosis=BottleneckKind.STATE_PARTITIONS,
+    ),
+    Case(
+        "a batch in flight within the SLO's batch budget and none completed: wait for it",
+        _giant_batch(
+            batch_in_flight_seconds=5, seconds_since_progress=10, observed_at=NOW - 10, age=10
+        ),
+        (HOLD, Reason.INSUFFICIENT_DATA, None, None),
+    ),
+    Case(
+        "no batch in flight and no commit for long while data waits: still a failure",
+        _giant_batch(batch_in_flight_seconds=None, batch_in_flight_rows=None),
+        (RECOVER, Reason.RECOVER_FAILURE, 2, None),
+        diagnosis=BottleneckKind.FAILURE,
+        message_has="no batch reported in flight",
+    ),
+    Case(
+        "a batch in flight that started long after the last commit does not explain the stall",
+        _giant_batch(batch_in_flight_seconds=10),
+        (RECOVER, Reason.RECOVER_FAILURE, 2, None),
+        diagnosis=BottleneckKind.FAILURE,
+        message_has="10 s of it explained by the batch in flight",
+    ),
+    Case(
+        "driver down while it had reported a batch in flight: recover",
+        _giant_batch(driver_up=False),
+        (RECOVER, Reason.RECOVER_FAILURE, 2, None),
+        diagnosis=BottleneckKind.FAILURE,
+        message_has="does not answer",
+    ),
+    Case(
+        "a repartition whose first batch already outlasts the SLO's budget: stop waiting, size",
+        _giant_batch(batch_in_flight_seconds=40, seconds_since_progress=50, observed_at=NOW - 50),
+        (SCALE, Reason.SCALE_OUT, 8, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 60, kind="action", action="repartition", executors=2, partitions=8
+                ),
+            )
+        ),
+    ),
+    Case(
+        "a batch in flight since before the repartition does not end the wait",
+        _giant_batch(),
+        (HOLD, Reason.ACTION_IN_PROGRESS, None, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 60, kind="action", action="repartition", executors=2, partitions=8
+                ),
+            )
+        ),
+    ),
+    Case(
         "a recovery in flight is waited for",
         snapshot(arrival=5_000, driver_up=False, seconds_since_progress=20),
         (HOLD, Reason.ACTION_IN_PROGRESS, None, None),
@@ -419,6 +519,11 @@ HOSTILE = [
     ("negative arrival rate", snapshot(arrival=-5.0), Reason.NO_METRICS),
     ("executors unknown", snapshot(executors=None), Reason.NO_METRICS),
     ("stale metrics", snapshot(observed_at=NOW - 600), Reason.STALE_METRICS),
+    (
+        "stale beyond what the batch in flight explains",
+        _giant_batch(observed_at=NOW - 600, seconds_since_progress=None),
+        Reason.STALE_METRICS,
+    ),
     (
         "unknown backlog on an over-provisioned job (was ScaleIn 4 -> 1)",
         snapshot(arrival=2_000, executors=4, partitions=4, backlog=None),
