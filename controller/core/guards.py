@@ -176,9 +176,9 @@ def lag_budget_room(x: Inputs, model: CapacityModel, d: Demand, plan: Plan) -> s
     if peak >= pol.lag.slo_seconds:
         return None
     return (
-        f"{d.arrival:,.0f} records/s is over the {cap:,.0f} records/s {d.current.executors} "
-        f"executor(s) carry, but the lag ({lag:.0f} s now) would peak at {peak:.0f} s even if "
-        f"the scale-out to {plan.layout.executors} came one evaluation later (SLO "
+        f"{d.arrival:,.0f} records/s on {d.current.executors} executor(s) ({cap:,.0f} records/s "
+        f"at full use) asks for {plan.layout.executors}, but the lag ({lag:.0f} s now) would "
+        f"peak at {peak:.0f} s even if that came one evaluation later (SLO "
         f"{pol.lag.slo_seconds:g} s): holding while the lag budget takes it"
     )
 
