@@ -39,7 +39,7 @@ from contracts.trace import load_trace  # noqa: E402
 from controller.simulator.cli import load_policy  # noqa: E402
 from controller.simulator.compare import ALL, compare  # noqa: E402
 from controller.simulator.model import JobModel, load_model  # noqa: E402
-from controller.simulator.targets import verdict  # noqa: E402
+from controller.simulator.targets import verdict, why_missed  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -253,6 +253,13 @@ def main(argv: list[str] | None = None) -> int:
             mark = "n/a" if ok is None else "met" if ok else "MISSED"
             print(f"  engine: {target}: {mark} ({figs})")
             md.append(f"- {target}: **{mark}** ({figs})")
+            why = None if ok is not False else why_missed(
+                target, cmp.runs["engine"].samples, cmp.runs["oracle-plus"].samples,
+                policy.lag.slo_seconds,
+            )  # fmt: skip
+            if why:
+                print(f"      why: {why}")
+                md.append(f"  - why: {why}")
             if ok is not None:
                 met_all.append((sc.name, target, ok))
         md.append("")

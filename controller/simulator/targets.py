@@ -7,11 +7,12 @@ prints them per scenario.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from contracts.policy import ScalingPolicySpec
 from contracts.trace import Trace
+from controller.simulator.loop import Sample
 from controller.simulator.report import load_events
 
 Verdict = tuple[bool | None, str]
@@ -127,3 +128,43 @@ def verdict(
             duration,
         ),
     }
+
+
+def by_reason_in_force(
+    samples: Sequence[Sample], weight: Callable[[Sample], float], top: int = 3
+) -> str:
+    """``weight`` summed over the run's samples by the engine's decision in force at each (the
+    reason of the newest decision at or before it; "start" before the first), the largest
+    ``top`` as shares: where a missed target's figure came from."""
+    totals: dict[str, float] = {}
+    reason, prev_t = "start", None
+    for smp in samples:
+        if smp.reason:
+            reason = smp.reason
+        dt = 1.0 if prev_t is None else smp.t - prev_t
+        prev_t = smp.t
+        w = weight(smp) * dt
+        if w > 0:
+            totals[reason] = totals.get(reason, 0.0) + w
+    whole = sum(totals.values())
+    if whole <= 0:
+        return "nothing to attribute"
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{r} {v / whole:.0%}" for r, v in ranked)
+
+
+def why_missed(
+    target: str, engine: Sequence[Sample], plus: Sequence[Sample], slo: float
+) -> str | None:
+    """The engine's decisions in force while it spent executor-seconds above oracle-plus, or
+    while its lag was over the SLO: the 'why' printed under a missed cost or SLO target."""
+    if target.startswith("exec-s"):
+        want = {round(s.t): s.executors for s in plus}
+        extra = by_reason_in_force(
+            engine, lambda s: max(0.0, s.executors - want.get(round(s.t), s.executors))
+        )
+        return f"executor-seconds above oracle-plus's, by the engine's decision in force: {extra}"
+    if target.startswith("SLO"):
+        over = by_reason_in_force(engine, lambda s: 1.0 if s.lag_seconds > slo else 0.0)
+        return f"seconds over the SLO, by the engine's decision in force: {over}"
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.trace import parse_trace
+from controller.simulator.loop import Sample
 from controller.simulator.targets import (
     actions_target,
     burst_ends,
@@ -12,6 +13,7 @@ from controller.simulator.targets import (
     flips_target,
     lock_in_target,
     slo_target,
+    why_missed,
 )
 
 
@@ -108,3 +110,25 @@ def test_lock_in_target(points: dict[float, float], ends: list[float], met: bool
 def test_lock_in_figures_name_the_worst() -> None:
     _, figs = lock_in_target(lags({0: 40.0, 100: 10.0}), [60.0], 30.0, 60.0, 200.0)
     assert "40 s after the drop at 60 s" in figs
+
+
+def _sample(t: float, executors: int, lag: float, reason: str = "") -> Sample:
+    return Sample(t, 0.0, 0.0, 0.0, lag, executors, executors, 2, True, 0.0, "", reason)
+
+
+def test_a_missed_target_says_which_decisions_were_in_force() -> None:
+    engine = [
+        _sample(0, 4, 1.0),  # before any decision: "start"
+        _sample(1, 4, 40.0, "RepartitionStateBound"),
+        _sample(2, 4, 40.0, "ActionInProgress"),
+        _sample(3, 4, 1.0, "ScaleDownDeferred"),
+        _sample(4, 4, 1.0),  # still ScaleDownDeferred
+        _sample(5, 2, 1.0, "WithinBand"),
+    ]
+    plus = [_sample(t, 2, 1.0) for t in range(6)]
+    cost = why_missed("exec-s <= 1.25x oracle-plus", engine, plus, slo=30.0)
+    assert cost is not None
+    assert cost.endswith("ScaleDownDeferred 40%, start 20%, RepartitionStateBound 20%")
+    slo = why_missed("SLO viol <= 0.5x flink", engine, plus, slo=30.0)
+    assert slo is not None and slo.endswith("RepartitionStateBound 50%, ActionInProgress 50%")
+    assert why_missed("flips <= load flips", engine, plus, slo=30.0) is None
