@@ -2,11 +2,12 @@
 
 A micro-batch runs its stages one after another on the same task slots. Stage ``s`` costs
 ``cost[s]`` task-seconds per source record (DS2's true rate, inverted: measured over busy task
-time, not wall time) and runs on ``min(slots, partitions[s])`` slots; the batch also pays a fixed
-driver overhead that executors do not shrink. So, at arrival rate ``R`` and trigger interval
-``I``, the busy fraction of the time a batch has for work (the interval less the overhead) is::
+time, not wall time) and runs in ``ceil(partitions[s] / slots)`` waves of tasks; the batch also
+pays a fixed driver overhead that executors do not shrink. So, at arrival rate ``R`` and trigger
+interval ``I``, the busy fraction of the time a batch has for work (the interval less the
+overhead) is::
 
-    U(R, slots, P) = R * sum_s cost[s] * spread[s] / min(slots_s, partitions_s) / (1 - overhead/I)
+    U(R, slots, P) = R * sum_s cost[s] * spread[s] * ceil(P_s / slots_s) / P_s / (1 - overhead/I)
 
 So utilization means the same with a 0.1 s or a 0.5 s overhead: the share of the executors' time
 budget in use. The overhead itself is reported (and a longer trigger suggested), not scaled.
@@ -142,19 +143,28 @@ class CapacityModel:
 
     def work_seconds_per_record(self, layout: Layout) -> float:
         """Wall seconds of batch work per source record at ``layout``."""
+        if layout.executors * self.cores_per_executor <= 0:
+            return math.inf
+        return sum(self.stage_seconds_per_record(st, layout) for st in self.stages)
+
+    def stage_seconds_per_record(self, st: StageCost, layout: Layout) -> float:
+        """One stage's wall seconds per source record at ``layout``, in task waves.
+
+        A stage of ``p`` tasks on ``u`` usable slots runs ``ceil(p / u)`` waves, each as long as
+        one task (``cost / p`` per record): 8 partitions take two waves on 5, 6 or 7 slots as on
+        4, so slots that do not cut a wave add nothing. Without a known task count the stage
+        spreads over every slot. The stateful stage's usable slots are those that held state
+        when the query last started, unless the layout restarts it."""
         slots = layout.executors * self.cores_per_executor
         if slots <= 0:
             return math.inf
-        held = self.current_executors * self.cores_per_executor
-        total = 0.0
-        for st in self.stages:
-            cap = layout.partitions if st.kind == "stateful" else st.partitions
-            usable = slots
-            if st.kind == "stateful" and not layout.restart:
-                usable = min(slots, max(1, held))
-            par = min(usable, cap) if cap else usable
-            total += st.cost * st.spread / max(1, par)
-        return total
+        usable = slots
+        if st.kind == "stateful" and not layout.restart:
+            usable = min(slots, max(1, self.current_executors * self.cores_per_executor))
+        tasks = layout.partitions if st.kind == "stateful" else st.partitions
+        if not tasks:
+            return st.cost * st.spread / usable
+        return st.cost * st.spread * math.ceil(tasks / usable) / tasks
 
     def overhead_share_of_batch(self) -> float:
         """Fixed driver time as a share of the longest batch the job may run: the batch-time
@@ -191,14 +201,7 @@ class CapacityModel:
 
     def binding_stage(self, layout: Layout) -> StageCost:
         """The stage with the most wall time per record at ``layout``."""
-        slots = layout.executors * self.cores_per_executor
-
-        def wall(st: StageCost) -> float:
-            cap = layout.partitions if st.kind == "stateful" else st.partitions
-            par = min(slots, cap) if cap else slots
-            return st.cost * st.spread / max(1, par)
-
-        return max(self.stages, key=wall)
+        return max(self.stages, key=lambda st: self.stage_seconds_per_record(st, layout))
 
 
 def batch_budget_seconds(interval: float, slo_seconds: float | None) -> float:
@@ -257,5 +260,6 @@ def _fallback_stage(s: MetricsSnapshot, records: float, slots: int) -> StageCost
         return None
     cap = s.source_partitions
     if cap is not None:
-        return StageCost(_PSEUDO_STAGE, "source", work * min(slots, cap) / records, cap, 1.0)
+        waves = math.ceil(cap / slots)
+        return StageCost(_PSEUDO_STAGE, "source", work * cap / waves / records, cap, 1.0)
     return StageCost(_PSEUDO_STAGE, "stateless", work * slots / records, None, 1.0)

@@ -206,7 +206,7 @@ def best_effort(
             f"({cap:,.0f} records/s at target utilization, {required:,.0f} needed): more "
             f"executors cannot help; {fix}",
         )
-    elif stage.kind == "stateful" and not possible and chosen.executors < hi:
+    elif stage.kind == "stateful" and not possible:  # in place, executors never widen it
         limit = (
             Reason.PARTITION_BOUND_NO_REPARTITION,
             f"stateful stage {stage.name} is capped at {model.current_partitions} partitions and "

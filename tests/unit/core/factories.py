@@ -7,6 +7,7 @@ The reference job: a read stage (8 source partitions) and a stateful stage, toge
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from contracts.history import HistoryEntry, ScalingHistory
@@ -77,12 +78,12 @@ def snapshot(
 
 
 def _work_per_batch(fields: dict[str, Any], slots: int) -> float:
-    """A batch's wall time for work: each stage's busy time spread over its usable slots
-    (no stragglers), so the snapshot's batches agree with its busy times."""
+    """A batch's wall time for work: each stage's busy time in waves of its tasks over the
+    slots (no stragglers), so the snapshot's batches agree with its busy times."""
     total = 0.0
     for st in fields["stages"]:
-        cap = st.partitions or slots
-        total += (st.busy_seconds or 0.0) / max(1, min(slots, cap))
+        tasks = st.partitions or slots
+        total += (st.busy_seconds or 0.0) * math.ceil(tasks / max(1, slots)) / tasks
     return total / max(1, fields["batches"] or 1)
 
 

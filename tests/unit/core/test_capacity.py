@@ -132,3 +132,35 @@ def test_a_batch_in_flight_is_a_lower_bound_of_the_wall_time() -> None:
     assert young.wall_ratio == 1.0  # too young to tell (under WALL_FIT_BATCH_SHARE)
     unknown_rows = model(fits.model_copy(update={"batch_in_flight_seconds": 4.05}))
     assert unknown_rows.wall_ratio == 1.0  # no per-record cost without its records
+
+
+# -- task waves ----------------------------------------------------------------------------------
+
+
+def test_slots_that_do_not_cut_a_wave_add_no_capacity() -> None:
+    """8 tasks run two waves on 4 to 7 slots (the demo measured 36k records/s on 5, 6 and 7
+    executors alike): those sizes are credited what 4 deliver; 8 slots run one wave."""
+    m = model(snapshot(arrival=20_000, executors=2, partitions=8))
+    caps = {n: m.capacity(Layout(n, 8, restart=True)) for n in range(1, 9)}
+    assert caps[5] == pytest.approx(caps[4])
+    assert caps[7] == pytest.approx(caps[4])
+    assert caps[8] == pytest.approx(2 * caps[4])
+    assert caps[3] < caps[4] and caps[3] > caps[2]
+    # 3 slots: ceil(8/3) = 3 waves of 1/8 each, not a perfect third.
+    per_record = m.work_seconds_per_record(Layout(3, 8, restart=True))
+    assert per_record == pytest.approx(sum(st.cost * 3 / 8 for st in m.stages))
+
+
+def test_the_engine_does_not_buy_executors_that_run_no_task() -> None:
+    """A need just over what 4 executors carry on 8 partitions: 5 to 7 would run the same two
+    waves, so the scale-out goes to 8, where the third wave disappears."""
+    m = model(snapshot(arrival=20_000, executors=2, partitions=8))
+    four = m.capacity(Layout(4, 8, restart=True), 0.7)
+    d = decide(
+        snapshot(arrival=four * 1.2, executors=2, partitions=8, backlog=1e5, age=10),
+        ScalingPolicySpec(),
+        ScalingHistory(),
+        now=NOW,
+    )
+    assert d.action in (Action.SCALE, Action.REPARTITION), d.message
+    assert d.target_executors == 8, d.message

@@ -146,14 +146,14 @@ CASES = [
     Case(
         "stateful stage at its partition cap repartitions (the SEEP move)",
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
-        (REPART, Reason.REPARTITION_OUT, 3, 3),
+        (REPART, Reason.REPARTITION_OUT, 4, 4),
         diagnosis=BottleneckKind.STATE_PARTITIONS,
-        message_has="repartition state 2 -> 3",
+        message_has="repartition state 2 -> 4",
     ),
     Case(
         "stateful stage with spare partitions restarts to spread state",
         snapshot(arrival=20_000, executors=2, partitions=8, backlog=100_000, age=10),
-        (REPART, Reason.REPARTITION_OUT, 3, 8),
+        (REPART, Reason.REPARTITION_OUT, 4, 8),
         message_has="restart at a batch boundary",
     ),
     Case(
@@ -226,7 +226,7 @@ CASES = [
             overhead_seconds=0.6,
             batch_duration_seconds=1.0,
         ),
-        (SCALE, Reason.SCALE_OUT, 5, None),
+        (SCALE, Reason.SCALE_OUT, 8, None),
         policy=policy(lag={"sloSeconds": 2}),
         diagnosis=BottleneckKind.DRIVER_OVERHEAD,
     ),
@@ -240,7 +240,7 @@ CASES = [
     Case(
         "skew with several waves of tasks: more slots still help, the scale-out goes ahead",
         _skewed(partitions=8, executors=2),
-        (REPART, Reason.REPARTITION_OUT, 3, 8),
+        (REPART, Reason.REPARTITION_OUT, 4, 8),
         diagnosis=BottleneckKind.SKEW,
     ),
     Case(
@@ -253,7 +253,7 @@ CASES = [
     Case(
         "repartition disabled: in-place help for the stateless stage, and the cap is named",
         snapshot(arrival=40_000, executors=2, partitions=2, backlog=100_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 5, None),
+        (SCALE, Reason.SCALE_OUT, 8, None),
         policy=policy(partitions={"repartition": False}),
         message_has="repartition is disabled",
     ),
@@ -270,7 +270,7 @@ CASES = [
         snapshot(
             arrival=40_000, executors=2, partitions=2, backlog=100_000, age=10, state_bytes=None
         ),
-        (SCALE, Reason.SCALE_OUT, 5, None),
+        (SCALE, Reason.SCALE_OUT, 8, None),
         message_has="state size is unknown",
     ),
     Case(
@@ -330,13 +330,13 @@ CASES = [
     Case(
         "a blocked in-place move does not block the repartition that spreads state",
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
-        (REPART, Reason.REPARTITION_OUT, 3, 3),
+        (REPART, Reason.REPARTITION_OUT, 4, 4),
         history=ScalingHistory(
             entries=(
                 HistoryEntry(
                     time=NOW - 60,
                     kind="blocked",
-                    executors=3,
+                    executors=4,
                     reason="BlockedIneffective",
                     until=NOW + 600,
                 ),
@@ -352,8 +352,8 @@ CASES = [
                 HistoryEntry(
                     time=NOW - 60,
                     kind="blocked",
-                    executors=3,
-                    partitions=3,
+                    executors=4,
+                    partitions=4,
                     reason="BlockedIneffective",
                     until=NOW + 600,
                 ),
