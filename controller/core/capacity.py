@@ -53,6 +53,12 @@ WALL_FIT_MIN_RATIO = 1.15
 """Wall time per record over the busy-time model below this ratio is noise (metrics timing,
 task launch): the model stays as measured."""
 
+WAVE_STEP = 1.5
+"""Capacity grows in task waves, so the fewest executors at the target utilization can be a
+whole wave away: 8 partitions busy 75% on 4 executors reach 70% only on 8. When the layout at
+the target needs this many times the executors of one still under ``utilization.high``, the
+latter is sized for (:func:`sized_layouts`): the headroom the target buys is not worth a wave."""
+
 
 @dataclass(frozen=True)
 class StageCost:
@@ -202,6 +208,24 @@ class CapacityModel:
     def binding_stage(self, layout: Layout) -> StageCost:
         """The stage with the most wall time per record at ``layout``."""
         return max(self.stages, key=lambda st: self.stage_seconds_per_record(st, layout))
+
+
+def sized_layouts(
+    model: CapacityModel, required: float, candidates: list[Layout], target: float, high: float
+) -> list[Layout]:
+    """The candidates (fewest executors first) that carry ``required`` at the ``target``
+    utilization, and those under ``high`` whose executors are at most ``1 / WAVE_STEP`` of the
+    fewest at the target (a task wave away, :data:`WAVE_STEP`)."""
+    at_target = [lay for lay in candidates if model.utilization(required, lay) <= target]
+    if not at_target:
+        return []
+    step = at_target[0].executors / WAVE_STEP
+    under_high = [
+        lay
+        for lay in candidates
+        if lay.executors <= step and model.utilization(required, lay) <= high
+    ]
+    return sorted({*under_high, *at_target}, key=lambda lay: (lay.executors, lay.restart))
 
 
 def batch_budget_seconds(interval: float, slo_seconds: float | None) -> float:

@@ -21,7 +21,8 @@ The pipeline, in order (each step may end in a hold that says why):
 Every threshold is a policy field (:mod:`contracts.policy`) except
 :data:`~controller.core.sizing.WORTHWHILE_SHARE`, the capacity model's wall-time fit
 (:data:`~controller.core.capacity.WALL_FIT_BATCH_SHARE`,
-:data:`~controller.core.capacity.WALL_FIT_MIN_RATIO`) and the scale-in flip back-off
+:data:`~controller.core.capacity.WALL_FIT_MIN_RATIO`), the task-wave step
+(:data:`~controller.core.capacity.WAVE_STEP`) and the scale-in flip back-off
 (:data:`~controller.core.guards.FLIP_BACKOFF`, :data:`~controller.core.guards.FLIP_MEMORY`),
 documented where they are declared.
 """

@@ -8,7 +8,7 @@ fixed restart time plus the state moved at ``repartitionBytesPerSecond``.
 
 from __future__ import annotations
 
-from controller.core.capacity import CapacityModel, Layout
+from controller.core.capacity import CapacityModel, Layout, sized_layouts
 from controller.core.inputs import Inputs
 
 
@@ -51,7 +51,12 @@ def restart_within_budget(x: Inputs, possible: bool, downtime: float | None) -> 
 
 
 def smallest_restart(
-    x: Inputs, model: CapacityModel, required: float, arrival: float, lo: int, hi: int,
+    x: Inputs,
+    model: CapacityModel,
+    required: float,
+    arrival: float,
+    lo: int,
+    hi: int,
     downtime: float,
 ) -> Layout | None:
     """The fewest executors (``lo..hi``) that, restarted with their partitions, carry
@@ -65,12 +70,10 @@ def smallest_restart(
     pol, s = x.policy, x.snapshot
     piled = (s.backlog_records or 0.0) + arrival * downtime
     left = pol.lag.slo_seconds - (s.backlog_age_seconds or 0.0) - downtime
-    layouts = [
-        lay
-        for n in range(max(lo, 1), hi + 1)
-        if model.utilization(required, lay := Layout(n, partitions_for(x, model, n), True))
-        <= pol.utilization.target
-    ]
+    candidates = [Layout(n, partitions_for(x, model, n), True) for n in range(max(lo, 1), hi + 1)]
+    layouts = sized_layouts(
+        model, required, candidates, pol.utilization.target, pol.utilization.high
+    )
     within_slo = (lay for lay in layouts if left > 0 and model.capacity(lay) * left >= piled)
     catch_up = (
         lay

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from controller.core.capacity import CapacityModel, Layout
+from controller.core.capacity import CapacityModel, Layout, sized_layouts
 from controller.core.decision import Sizing
 from controller.core.diagnosis import source_partitions_needed
 from controller.core.inputs import Inputs
@@ -138,12 +138,9 @@ def plan(x: Inputs, model: CapacityModel, required: float, arrival: float) -> Pl
     target = pol.utilization.target
     cur_p = model.current_partitions
 
-    in_place = None
-    for n in range(max(lo, 1), hi + 1):
-        lay = Layout(n, cur_p, restart=False)
-        if model.utilization(required, lay) <= target:
-            in_place = lay
-            break
+    candidates = [Layout(n, cur_p, restart=False) for n in range(max(lo, 1), hi + 1)]
+    sized = sized_layouts(model, required, candidates, target, pol.utilization.high)
+    in_place = sized[0] if sized else None
 
     restart = None
     downtime = repartition_downtime(x)

@@ -18,8 +18,10 @@ from controller.core import Action, MetricsSnapshot, Reason, StageMetrics, decid
 from controller.core.capacity import (
     WALL_FIT_BATCH_SHARE,
     WALL_FIT_MIN_RATIO,
+    WAVE_STEP,
     CapacityModel,
     Layout,
+    sized_layouts,
 )
 from tests.unit.core.factories import NOW, snapshot
 
@@ -152,15 +154,30 @@ def test_slots_that_do_not_cut_a_wave_add_no_capacity() -> None:
 
 
 def test_the_engine_does_not_buy_executors_that_run_no_task() -> None:
-    """A need just over what 4 executors carry on 8 partitions: 5 to 7 would run the same two
-    waves, so the scale-out goes to 8, where the third wave disappears."""
+    """A need over what 4 executors carry on 8 partitions below ``utilization.high``: 5 to 7
+    would run the same two waves, so the scale-out goes to 8, where one wave does it."""
     m = model(snapshot(arrival=20_000, executors=2, partitions=8))
     four = m.capacity(Layout(4, 8, restart=True), 0.7)
     d = decide(
-        snapshot(arrival=four * 1.2, executors=2, partitions=8, backlog=1e5, age=10),
+        snapshot(arrival=four * 1.35, executors=2, partitions=8, backlog=1e5, age=10),
         ScalingPolicySpec(),
         ScalingHistory(),
         now=NOW,
     )
     assert d.action in (Action.SCALE, Action.REPARTITION), d.message
     assert d.target_executors == 8, d.message
+
+
+def test_a_layout_a_wave_short_of_the_target_is_sized_for_while_under_high() -> None:
+    """8 tasks: 4 executors busy 80% (over the 0.7 target, under 0.9) reach the target only on
+    8, a whole wave away (WAVE_STEP): 4 is sized for. Busy 95% on 4, only 8 will do."""
+    m = model(snapshot(arrival=20_000, executors=2, partitions=8))
+    restarts = [Layout(n, 8, restart=True) for n in range(1, 9)]
+    full_four = m.capacity(Layout(4, 8, restart=True))
+    assert WAVE_STEP <= 8 / 4
+    at_80 = sized_layouts(m, 0.8 * full_four, restarts, 0.7, 0.9)
+    assert at_80[0].executors == 4 and at_80[-1].executors == 8
+    at_95 = sized_layouts(m, 0.95 * full_four, restarts, 0.7, 0.9)
+    assert [lay.executors for lay in at_95] == [8]
+    # nothing reaches the target: nothing is sized for (the caller's best effort names the cap)
+    assert sized_layouts(m, 10 * full_four, restarts, 0.7, 0.9) == []
