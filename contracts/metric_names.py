@@ -127,6 +127,9 @@ QUERY_FAILURES = _counter("query_failures", "Query terminations with an error.")
 FAILED_TASKS = _counter("failed_tasks", "Failed tasks in the job's stages.")
 ACTIONS = _counter("actions", "Control actions by kind and outcome.",
                    ("job", "action", "outcome"))
+LAST_RESTART_SECONDS = _gauge("last_restart_seconds", "How long the last restart (a "
+                              "repartition or a re-spread of state) took: from its request to "
+                              "the query running again (s); absent before any.")
 LAST_ACTION_SECONDS = _gauge("last_action_seconds", "Duration of the last action by step.",
                              ("job", "action", "step"))
 STATE_ROWS = _gauge("state_rows", "Keys in state, per stateful operator.", OPERATOR)

@@ -232,6 +232,9 @@ class RunnerActions:
             from_batch = self._committed()
             self._start_query()
             resumed = True
+            # request -> running again: what the engine's next restart estimate learns from
+            action.timings["resumed"] = time.monotonic() - t0
+            self.metrics.last_restart.labels(self.name).set(action.timings["resumed"])
             self.resumed_from_batch = from_batch  # the checkpoint batch the query resumed from
             self._wait_commit_after(from_batch)
             action.timings["first_commit"] = time.monotonic() - t0

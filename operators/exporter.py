@@ -138,6 +138,7 @@ class RunnerMetrics:
         self.failed_tasks = c(M.FAILED_TASKS)
         self.actions = c(M.ACTIONS)
         self.action_seconds = g(M.LAST_ACTION_SECONDS)
+        self.last_restart = g(M.LAST_RESTART_SECONDS)
         self.state_rows = g(M.STATE_ROWS)
         self.state_bytes = g(M.STATE_BYTES)
         self.state_memory = g(M.STATE_MEMORY)

@@ -45,6 +45,7 @@ SCALARS: dict[str, str] = {
     # the batch running now: its start is 0 while none runs, and ``> 0`` leaves no series then
     "batch_in_flight_seconds": "time() - max(" + _m(M.BATCH_IN_FLIGHT_START.full) + " > 0)",
     "batch_in_flight_rows": "max(" + _m(M.BATCH_IN_FLIGHT_ROWS.full) + ")",
+    "last_restart_seconds": "max(" + _m(M.LAST_RESTART_SECONDS.full) + ")",
 }
 """Snapshot field -> query returning one series (or none)."""
 

@@ -112,6 +112,7 @@ SCALAR_RULES: dict[str, Rule] = {
     "memory_used_ratio": Rule(M.EXECUTOR_MEMORY_RATIO, "max"),
     "batch_in_flight_seconds": Rule(M.BATCH_IN_FLIGHT_START, "age"),
     "batch_in_flight_rows": Rule(M.BATCH_IN_FLIGHT_ROWS, "max"),
+    "last_restart_seconds": Rule(M.LAST_RESTART_SECONDS, "max"),
 }
 """promql.SCALARS, field by field."""
 

@@ -281,15 +281,21 @@ def scale_out(
     need = f"need {sizing.required_rate or 0:,.0f} records/s (busy {util:.0%} now)"
     if plan.layout.restart and partitions is not None:
         action, reason = Action.REPARTITION, Reason.REPARTITION_OUT
+        measured = x.snapshot.last_restart_seconds
+        down = f"est. {plan.downtime:.0f} s down" + (
+            ", as long as the last restart took"
+            if measured is not None and measured >= plan.downtime
+            else ""
+        )
         if partitions == model.current_partitions:
             move = (
                 f"scale out {n_cur} -> {target} executors and restart at a batch boundary so "
-                f"state spreads over them (est. {plan.downtime:.0f} s down)"
+                f"state spreads over them ({down})"
             )
         else:
             move = (
                 f"repartition state {model.current_partitions} -> {partitions} and run {target} "
-                f"executor(s) (est. {plan.downtime:.0f} s down)"
+                f"executor(s) ({down})"
             )
     else:
         action, reason = Action.SCALE, Reason.SCALE_OUT

@@ -130,6 +130,13 @@ class MetricsSnapshot(Model):
         description="Age of the micro-batch running now (s), as of the evaluation; None when "
         "none runs or the runner does not say. A lower bound of that batch's duration.",
     )
+    last_restart_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="How long the runner's last restart (a repartition or a re-spread of "
+        "state) took, from its request to the query running again: the wait for a batch "
+        "boundary, the stop, the state moved, the start (s). None before any.",
+    )
     batch_in_flight_rows: float | None = Field(
         default=None, ge=0, description="Source records the running batch reads (its planned "
         "offsets); None when unknown or none runs."

@@ -101,6 +101,9 @@ class SimulatedJob:
         self.failed_at: float | None = None
         self.target_before_failure = executors
         self.last_commit = 0.0
+        self.restart_requested_at: float | None = None
+        self.last_restart_seconds: float | None = None
+        """Request to running again, of the last restart: what the runner reports."""
         self.counters = JobCounters()
         self._oldest = 0.0
 
@@ -171,6 +174,7 @@ class SimulatedJob:
         if not self.driver_up or self.resume_at is not None:
             return
         self.stopping = (executors, partitions)
+        self.restart_requested_at = self.t
         if executors > len(self.ready):  # new executors register while the batch finishes
             self.scale(executors)
         if self.batch is None:
@@ -186,6 +190,8 @@ class SimulatedJob:
         self.driver_up = False
         self.failed_at = self.t
         self.stopping = None
+        self.restart_requested_at = None
+        self.last_restart_seconds = None  # a new runner remembers no restart
         self.resume_at = None
         self.restart_target = None
         self.target_before_failure = len(self.ready)
@@ -332,5 +338,8 @@ class SimulatedJob:
         self.resume_at = None
         self.restart_target = None
         self.failed_at = None
+        if self.restart_requested_at is not None:
+            self.last_restart_seconds = self.t - self.restart_requested_at
+            self.restart_requested_at = None
         self.counters.resumed.append(self.t)
         self.next_start = self.t

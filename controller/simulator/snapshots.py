@@ -94,6 +94,7 @@ def build_snapshot(
         "backlog_age_seconds": job.lag(now),
         "arrival_rate": noise(_arrival_rate(job, now, window)),
         "last_committed_batch": job.batches[-1].id if job.batches else -1,
+        "last_restart_seconds": job.last_restart_seconds,
     }
     running = job.batch
     if running is not None and running.start <= now:  # as the runner reports it: start, rows

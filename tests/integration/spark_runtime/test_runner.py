@@ -85,6 +85,12 @@ def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, loca
     # Same count: a restart at a batch boundary, no repartition.
     act = r.action("/repartition", {"partitions": 2})
     assert act["state"] == "succeeded" and "repartition_batch" not in act["result"]
+    # how long the job was down, exported for the engine's next restart estimate
+    down = act["timings"]["resumed"]
+    assert act["timings"]["stop"] <= down <= act["timings"]["first_commit"], act["timings"]
+    exported = [line for line in r.metrics().splitlines()
+                if line.startswith('stream_autoscaler_last_restart_seconds{job="rt"}')]
+    assert exported and float(exported[0].split()[-1]) == pytest.approx(down), exported
     assert r.stop() == 0
     _verify(job, local_spark)
 

@@ -151,6 +151,19 @@ CASES = [
         message_has="repartition state 2 -> 4",
     ),
     Case(
+        "a restart is planned with the downtime the runner measured for the last one, if longer",
+        snapshot(
+            arrival=20_000,
+            executors=2,
+            partitions=2,
+            backlog=100_000,
+            age=10,
+            last_restart_seconds=25.0,
+        ),
+        (REPART, Reason.REPARTITION_OUT, 4, 4),
+        message_has="est. 25 s down, as long as the last restart took",
+    ),
+    Case(
         "stateful stage with spare partitions restarts to spread state",
         snapshot(arrival=20_000, executors=2, partitions=8, backlog=100_000, age=10),
         (REPART, Reason.REPARTITION_OUT, 4, 8),
