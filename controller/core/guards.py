@@ -21,13 +21,15 @@
 
 from __future__ import annotations
 
+import math
+
 from contracts.history import HistoryEntry
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.failure import RESTARTING_ACTIONS
 from controller.core.inputs import Inputs
 from controller.core.reasons import Action, BottleneckKind, Reason
-from controller.core.sizing import Demand, Plan, drain_seconds
+from controller.core.sizing import Demand, Plan, ceiling, drain_seconds
 
 FLIP_BACKOFF = 1.0
 """Each scale direction change within :data:`FLIP_MEMORY` stabilization windows lengthens the
@@ -95,6 +97,8 @@ def band(
                 }
             )
         return x.hold(plan.limit[0], plan.limit[1], diagnosis, sizing=sizing)
+    if diagnosis.kind is BottleneckKind.MEMORY:
+        return memory_pressure(x, model, sizing, diagnosis, n_cur)
     shrinks = plan.layout.executors < n_cur or util_arrival < pol.utilization.low
     if not d.backlog_known and shrinks:
         return x.hold(
@@ -311,6 +315,43 @@ def scale_out(
         enforced=x.enforced,
         diagnosis=diagnosis,
         sizing=sizing,
+    )
+
+
+def memory_pressure(
+    x: Inputs, model: CapacityModel, sizing: Sizing, diagnosis: Diagnosis, n_cur: int
+) -> Decision:
+    """Executor memory is short and the load asks for no more executors: spread the memory in
+    use over enough executors to bring it to the target utilization (``used / available``
+    falls as executors, and their memory, are added), never scale in; at the ceiling, say that
+    only more memory per executor (``spark.executor.memory``) helps."""
+    s, pol = x.snapshot, x.policy
+    ratio = s.memory_used_ratio or 0.0
+    used = f"executor memory {ratio:.0%} in use (> {pol.diagnosis.memory_pressure_ratio:.0%})"
+    hi = ceiling(x, model)
+    want = min(max(math.ceil(n_cur * ratio / pol.utilization.target), n_cur + 1), hi)
+    if want <= n_cur:
+        return x.hold(
+            Reason.MEMORY_PRESSURE,
+            f"{used} at {n_cur} executor(s), the most allowed (executors.max "
+            f"{pol.executors.max}): give each executor more memory (spark.executor.memory); "
+            "no scale-in meanwhile",
+            diagnosis,
+            sizing=sizing,
+        )
+    cooling = cooldown(x, growing=True)
+    if cooling is not None:
+        return x.hold(Reason.COOLDOWN, cooling, diagnosis, sizing=sizing)
+    after = ratio * n_cur / want
+    return Decision(
+        action=Action.SCALE,
+        reason=Reason.SCALE_OUT_MEMORY,
+        message=f"scale out {n_cur} -> {want} executors: {used}; about {after:.0%} in use on "
+        f"{want} (target {pol.utilization.target:.0%})",
+        target_executors=want,
+        enforced=x.enforced,
+        diagnosis=diagnosis,
+        sizing=sizing.model_copy(update={"recommended_executors": want}),
     )
 
 

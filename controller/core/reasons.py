@@ -63,8 +63,13 @@ class Reason(StrEnum):
     SKEWED = "Skewed"
     PARTITION_BOUND_NO_REPARTITION = "PartitionBoundRepartitionDisabled"
     ACTION_IN_PROGRESS = "ActionInProgress"
+    MEMORY_PRESSURE = "MemoryPressure"
+    """Executor memory is short: no scale-in (fewer executors would each hold more), and at
+    executors.max only more memory per executor helps."""
     # actions
     SCALE_OUT = "ScaleOut"
     SCALE_IN = "ScaleIn"
     REPARTITION_OUT = "RepartitionStateBound"
     RECOVER_FAILURE = "RecoverFromFailure"
+    SCALE_OUT_MEMORY = "ScaleOutForMemory"
+    """More executors so the memory in use spreads below the target utilization."""

@@ -56,6 +56,7 @@ REFUSING_HOLDS = {
     "SourcePartitionBound",
     "DriverOverheadBound",
     "Skewed",
+    "MemoryPressure",
     "PartitionBoundRepartitionDisabled",
     "NoMetrics",
     "StaleMetrics",

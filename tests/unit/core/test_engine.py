@@ -244,6 +244,29 @@ CASES = [
         diagnosis=BottleneckKind.DRIVER_OVERHEAD,
     ),
     Case(
+        "memory pressure within the band: more executors, so the memory in use spreads",
+        snapshot(arrival=5_000, executors=2, partitions=8, memory_used_ratio=0.95),
+        (SCALE, Reason.SCALE_OUT_MEMORY, 3, None),
+        diagnosis=BottleneckKind.MEMORY,
+        message_has="about 63% in use on 3",
+    ),
+    Case(
+        "memory pressure is never met with a scale-in, even after a full window of fewer",
+        snapshot(arrival=2_000, executors=4, partitions=4, memory_used_ratio=0.95),
+        (SCALE, Reason.SCALE_OUT_MEMORY, 6, None),
+        history=history(
+            (130, "recommendation", 2), (90, "recommendation", 3), (30, "recommendation", 1)
+        ),
+        diagnosis=BottleneckKind.MEMORY,
+    ),
+    Case(
+        "memory pressure at executors.max: hold, and say more memory per executor helps",
+        snapshot(arrival=5_000, executors=8, partitions=8, memory_used_ratio=0.95),
+        (HOLD, Reason.MEMORY_PRESSURE, None, None),
+        diagnosis=BottleneckKind.MEMORY,
+        message_has="spark.executor.memory",
+    ),
+    Case(
         "a hot key in one wave of tasks: more executors do not shorten it (Skewed)",
         _skewed(partitions=2, executors=2),
         (HOLD, Reason.SKEWED, None, None),
