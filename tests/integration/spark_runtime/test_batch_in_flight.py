@@ -14,20 +14,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.realcomponents import require_spark
-
 SLEEP_SECONDS = 4.0
 
 
-def test_a_slow_batch_shows_in_flight(tmp_path: Path) -> None:
-    require_spark()
-    from pyspark.sql import SparkSession
-
+def test_a_slow_batch_shows_in_flight(tmp_path: Path, local_spark: Any) -> None:
+    """On the package's shared session (``local_spark``): a session of its own would be the
+    same one (``getOrCreate``), and stopping it broke every later test that verifies with it."""
     from operators.state.inflight import batch_in_flight
 
-    spark = (SparkSession.builder.master("local[2]").appName("in-flight")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.enabled", "false").getOrCreate())  # fmt: skip
+    spark = local_spark
     cp = tmp_path / "cp"
 
     def slow(df: Any, batch: int) -> None:
@@ -65,4 +60,3 @@ def test_a_slow_batch_shows_in_flight(tmp_path: Path) -> None:
         assert after is None or after.batch > running.batch
     finally:
         query.stop()
-        spark.stop()
