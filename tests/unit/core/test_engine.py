@@ -245,14 +245,14 @@ CASES = [
     ),
     Case(
         "memory pressure within the band: more executors, so the memory in use spreads",
-        snapshot(arrival=5_000, executors=2, partitions=8, memory_used_ratio=0.95),
+        snapshot(arrival=5_000, executors=2, partitions=8, memory_used_ratio=0.95, failed_tasks=3),
         (SCALE, Reason.SCALE_OUT_MEMORY, 3, None),
         diagnosis=BottleneckKind.MEMORY,
         message_has="about 63% in use on 3",
     ),
     Case(
         "memory pressure is never met with a scale-in, even after a full window of fewer",
-        snapshot(arrival=2_000, executors=4, partitions=4, memory_used_ratio=0.95),
+        snapshot(arrival=2_000, executors=4, partitions=4, memory_used_ratio=0.95, failed_tasks=3),
         (SCALE, Reason.SCALE_OUT_MEMORY, 6, None),
         history=history(
             (130, "recommendation", 2), (90, "recommendation", 3), (30, "recommendation", 1)
@@ -260,8 +260,14 @@ CASES = [
         diagnosis=BottleneckKind.MEMORY,
     ),
     Case(
+        "a full storage memory without failed tasks is a full cache: reported, not acted on",
+        snapshot(arrival=5_000, executors=2, partitions=8, memory_used_ratio=0.95),
+        (HOLD, Reason.SCALE_DOWN_DEFERRED, None, None),
+        diagnosis=BottleneckKind.MEMORY,
+    ),
+    Case(
         "memory pressure at executors.max: hold, and say more memory per executor helps",
-        snapshot(arrival=5_000, executors=8, partitions=8, memory_used_ratio=0.95),
+        snapshot(arrival=5_000, executors=8, partitions=8, memory_used_ratio=0.95, failed_tasks=3),
         (HOLD, Reason.MEMORY_PRESSURE, None, None),
         diagnosis=BottleneckKind.MEMORY,
         message_has="spark.executor.memory",
