@@ -1,6 +1,7 @@
 # One image for the controller (`stream-autoscaler controller`), the Spark drivers' runner
 # (`stream-autoscaler runner --job ...`) and Spark on Kubernetes' executor pods (container args
-# `executor`, see docker/entrypoint.sh): Python 3.11, Java 17 JRE, PySpark and the project.
+# `executor`, see docker/entrypoint.sh): Python 3.11, Java 17 JRE, PySpark, Spark's Kafka
+# connector and the project.
 #   docker build -t stream-autoscaler:dev .        (hack/kind/load-image.sh does this)
 #   make image      (hack/image/build.sh: the same file on a debootstrap'd Debian base, no registry)
 # No `# syntax=` line: it would pull a frontend image from Docker Hub; the builtin BuildKit
@@ -33,6 +34,15 @@ RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
  && /opt/venv/bin/pip install --no-deps . && /opt/venv/bin/python -m compileall -q /opt/venv
 
+# --- connector: Spark's Kafka connector from Maven Central, each jar's SHA-256 pinned ------------
+# A user's Kafka job needs it in the driver and executor pods, which have no registry to fetch
+# `--packages` from. The runner puts the directory on spark.jars (STREAM_AUTOSCALER_KAFKA_JARS).
+FROM ${PYTHON_IMAGE} AS connector
+COPY docker/spark-kafka-jars.txt docker/fetch_jars.py /tmp/
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export SSL_CERT_FILE=/run/secrets/ca-bundle; fi \
+ && python /tmp/fetch_jars.py /tmp/spark-kafka-jars.txt /opt/jars/kafka
+
 # --- runtime ----------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS runtime
 # python:3.11-slim lacks Java, tini and ps; the debootstrap base of hack/image/build.sh has them.
@@ -46,11 +56,13 @@ RUN if ! command -v java >/dev/null || ! [ -x /usr/bin/tini ] || ! command -v ps
  && useradd --uid 10001 --gid app --home-dir /home/app --create-home --shell /usr/sbin/nologin app \
  && install -d -o app -g app /var/lib/stream-autoscaler
 COPY --from=build /opt/venv /opt/venv
+COPY --from=connector /opt/jars /opt/stream-autoscaler/jars
 COPY policies /opt/stream-autoscaler/policies
 COPY traces /opt/stream-autoscaler/traces
 COPY examples /opt/stream-autoscaler/examples
 COPY docker/entrypoint.sh /usr/local/bin/entrypoint.sh
 ENV PATH=/opt/venv/bin:$PATH \
+    STREAM_AUTOSCALER_KAFKA_JARS=/opt/stream-autoscaler/jars/kafka \
     JAVA_HOME=/opt/java \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

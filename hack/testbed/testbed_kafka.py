@@ -54,6 +54,10 @@ VERSIONS_FILE = REPO / "hack" / "tools" / "kafka" / "versions.env"
 START_TIMEOUT_SECONDS = 90.0
 """The broker answers ~3 s after launch on an idle 2-core machine; a JVM start while Spark test
 suites share the cores has taken 5x that."""
+LOOPBACK = "127.0.0.1"
+"""Where clients reach the test bed's broker. A broker for pods on the real node listens on the
+node's gateway address instead (an address of this machine on the bridge the test bed made),
+which host processes reach too: Kafka tells every client the one address it advertises."""
 HEAP = "-Xmx512m"
 """Test topics hold at most a few hundred MB; the default 1 GB heap only competes with Spark."""
 
@@ -134,15 +138,16 @@ def _save(root: Path, state: dict[str, Any]) -> None:
     tmp.replace(root / "state.json")
 
 
-def _properties(root: Path, port: int, controller_port: int) -> str:
+def _properties(root: Path, port: int, controller_port: int, host: str = LOOPBACK) -> str:
     """A single KRaft node. Replication factors of the internal topics are 1 (one broker);
-    no rebalance delay, so a consumer group forms at once in tests."""
+    no rebalance delay, so a consumer group forms at once in tests. Clients connect to (and are
+    told to use) ``host``; the controller listener stays on loopback."""
     return f"""\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+listeners=PLAINTEXT://{host}:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://{host}:{port}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
@@ -177,12 +182,12 @@ def _argv(root: Path, jars: Path) -> list[str]:
     ]
 
 
-def api_versions_ok(port: int, timeout: float = 2.0) -> bool:
+def api_versions_ok(port: int, timeout: float = 2.0, host: str = LOOPBACK) -> bool:
     """A real Kafka request: ApiVersions v0 answered with error code 0 (the broker serves)."""
     client = b"testbed"
     body = struct.pack(">hhih", 18, 0, 7, len(client)) + client
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(struct.pack(">i", len(body)) + body)
             head = _recv(s, 4)
             (size,) = struct.unpack(">i", head)
@@ -215,19 +220,20 @@ def _format(root: Path, jars: Path) -> None:
         raise RuntimeError(f"kafka StorageTool format failed ({res.returncode}):\n{res.stderr}")
 
 
-def _ensure(root: Path, log: Callable[[str], None]) -> KafkaBroker:
+def _ensure(root: Path, log: Callable[[str], None], host: str) -> KafkaBroker:
     jars = broker_jars()
     state = _load(root)
     version = versions()["KAFKA_VERSION"]
     port = int(state.get("port") or free_port())
     cport = int(state.get("controller_port") or free_port())
     pid, argv = state.get("pid"), state.get("argv") or []
-    bootstrap = f"127.0.0.1:{port}"
+    bootstrap = f"{host}:{port}"
     if (
         is_ours(pid, argv)
         and argv == _argv(root, jars)
         and state.get("version") == version
-        and api_versions_ok(port)
+        and state.get("host", LOOPBACK) == host
+        and api_versions_ok(port, host=host)
     ):
         return KafkaBroker(root, bootstrap, started=False)
     if isinstance(pid, int) and argv:
@@ -240,18 +246,19 @@ def _ensure(root: Path, log: Callable[[str], None]) -> KafkaBroker:
         port, cport, wipe = free_port(), free_port(), True
     if wipe:  # another broker version or other ports: start from an empty cluster
         shutil.rmtree(root / "data", ignore_errors=True)
-    bootstrap = f"127.0.0.1:{port}"
-    (root / "server.properties").write_text(_properties(root, port, cport))
+    bootstrap = f"{host}:{port}"
+    (root / "server.properties").write_text(_properties(root, port, cport, host))
     t0 = time.monotonic()
     if not (root / "data" / "meta.properties").exists():
         _format(root, jars)
     argv = _argv(root, jars)
     new_pid = start(argv, root / "broker.log")
-    state.update(pid=new_pid, argv=argv, port=port, controller_port=cport, version=version)
+    state.update(pid=new_pid, argv=argv, port=port, controller_port=cport, version=version,
+                 host=host)
     _save(root, state)
     wait_until(
         "kafka broker",
-        lambda: api_versions_ok(port),
+        lambda: api_versions_ok(port, host=host),
         START_TIMEOUT_SECONDS,
         root / "broker.log",
         alive=lambda: cmdline(new_pid) is not None,
@@ -270,11 +277,14 @@ def ensure_up(
     *,
     user: int | None = None,
     pin: bool = False,
+    host: str = LOOPBACK,
 ) -> KafkaBroker:
-    """Start the broker unless a healthy one of ours runs; register ``user`` or ``pin`` it."""
+    """Start the broker unless a healthy one of ours runs; register ``user`` or ``pin`` it.
+    ``host``: the address it listens on and advertises (a running broker on another address
+    is restarted on this one)."""
     root = _root(root)
     with _locked(root):
-        broker = _ensure(root, log)
+        broker = _ensure(root, log, host)
         state = _load(root)
         state["pinned"] = bool(state.get("pinned")) or pin
         if user is not None:
@@ -328,7 +338,7 @@ def running(root: Path | None = None) -> str | None:
     """The bootstrap address if our broker runs, else None."""
     state = _load(_root(root))
     if is_ours(state.get("pid"), state.get("argv") or []):
-        return f"127.0.0.1:{state['port']}"
+        return f"{state.get('host', LOOPBACK)}:{state['port']}"
     return None
 
 

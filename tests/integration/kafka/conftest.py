@@ -59,23 +59,9 @@ def cluster(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
 @pytest.fixture(scope="package")
 def spark(broker: str) -> Iterator[Any]:
     """A local session in the test process with the Kafka connector, for read-backs."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from tests.integration.kafka.windows import readback_session
 
-    from operators.job import PROVIDER_KEY, ROCKSDB_PROVIDER
-    from operators.sources.kafka import kafka_jars
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("kafka-tier-readback")
-        .config("spark.jars", ",".join(kafka_jars()))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config(PROVIDER_KEY, ROCKSDB_PROVIDER)
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = readback_session("kafka-tier-readback")
     yield session
     session.stop()
 

@@ -21,6 +21,7 @@ from controller.local.processes import RunnerProcess
 from controller.local.prometheus_server import free_port
 from operators.loadgen import LoadGenerator, burst_spec
 from tests.integration.kafka.conftest import REPO, topic_name, trace_file
+from tests.integration.kafka.windows import check_windows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -126,7 +127,7 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
     from operators import state
 
     assert state.inspect(str(cp)).partitions == 3
-    _check_windows(spark, broker, topic, out, stats["s"].records)
+    check_windows(spark, broker, topic, out, stats["s"].records)
 
 
 def _scrape(runner: RunnerProcess) -> str:
@@ -135,29 +136,3 @@ def _scrape(runner: RunnerProcess) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{runner.metrics_port}/metrics",
                                 timeout=10) as r:
         return r.read().decode()
-
-
-def _check_windows(spark: Any, broker: str, topic: str, out: Path, written: int) -> None:
-    """Every emitted (window, word) counts exactly the topic's records in it; none twice; every
-    window the final watermark closed is there."""
-    from pyspark.sql import functions as F
-
-    records = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker)
-               .option("subscribe", topic).option("startingOffsets", "earliest").load()
-               .selectExpr("CAST(key AS STRING) AS word", "timestamp"))
-    assert records.count() == written
-    expected = {(r.window_start, r.word): r["count"] for r in records.groupBy(
-        F.window("timestamp", "10 seconds").start.alias("window_start"), "word").count()
-        .collect()}
-    emitted = spark.read.parquet(str(out)).collect()
-    keys = [(r.window_start, r.word) for r in emitted]
-    assert len(keys) == len(set(keys)), "a window was written twice"
-    wrong = [(k, r["count"], expected.get(k)) for k, r in zip(keys, emitted, strict=True)
-             if expected.get(k) != r["count"]]
-    assert not wrong, f"windows counted other than once: {wrong[:5]}"
-    latest = records.agg(F.max("timestamp")).first()[0]
-    closed = {k for k in expected if k[0].timestamp() + 10 <= latest.timestamp() - 10 - 1}
-    missing = closed - set(keys)
-    assert not missing, f"{len(missing)} closed windows never written, e.g. {sorted(missing)[:3]}"
-    print(f"kafka script: exactly once: {len(keys)} (window, word) rows, "
-          f"{sum(r['count'] for r in emitted)} of {written} records in closed windows")

@@ -94,6 +94,25 @@ def test_the_connector_version_is_the_one_the_resolver_fetches() -> None:
     assert pins["SPARK_KAFKA_VERSION"].strip() == SPARK_KAFKA_VERSION
 
 
+def test_the_image_bakes_in_the_jars_the_resolver_fetches() -> None:
+    """docker/spark-kafka-jars.txt (the image's connector; docker/ cannot read hack/) names the
+    four jars of versions.env's versions, each pinned by a SHA-256."""
+    text = (ROOT / "hack" / "tools" / "kafka" / "versions.env").read_text(encoding="utf-8")
+    pins = {k: v.strip() for k, v in (line.split("=", 1) for line in text.splitlines()
+                                      if "=" in line and not line.lstrip().startswith("#"))}
+    listed = [line.split() for line in
+              (ROOT / "docker" / "spark-kafka-jars.txt").read_text(encoding="utf-8").splitlines()
+              if line.strip() and not line.startswith("#")]
+    names = sorted(path.rsplit("/", 1)[1] for path, _ in listed)
+    assert names == sorted([
+        f"spark-sql-kafka-0-10_2.13-{pins['SPARK_KAFKA_VERSION']}.jar",
+        f"spark-token-provider-kafka-0-10_2.13-{pins['SPARK_TOKEN_PROVIDER_VERSION']}.jar",
+        f"kafka-clients-{pins['KAFKA_CLIENTS_VERSION']}.jar",
+        f"commons-pool2-{pins['COMMONS_POOL2_VERSION']}.jar",
+    ])
+    assert all(len(sha) == 64 and int(sha, 16) >= 0 for _, sha in listed)
+
+
 def test_every_operators_error_has_the_one_base_and_keeps_its_builtin() -> None:
     from operators.actions import ActionConflict
     from operators.cluster import ClusterError

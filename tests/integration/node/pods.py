@@ -1,0 +1,189 @@
+"""What the real-pod stories share: the test bed's chart install, a StreamJob's story (marks,
+bounded waits that print the pods, the controller's log tail and the runner's status on
+failure), the driver's runner read through its pod address, and the figures of actions and
+pods."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from contracts.runner_api import ActionRecord, RunnerStatus
+from tests.integration.k8s.controller_env import events, status, wait_for
+from tests.integration.k8s.k8s_tier import REPO, Tool
+from tests.integration.node.conftest import RealNode
+
+KIND_VALUES = REPO / "hack" / "kind" / "values-kind.yaml"
+CHART = REPO / "helm" / "stream-autoscaler"
+
+
+class Story:
+    """What a failed wait prints: pods, the controller's log tail, the runner's status."""
+
+    def __init__(self, kubectl: Tool, ns: str, work: Path, job: str) -> None:
+        self.kubectl, self.ns, self.work, self.job = kubectl, ns, work, job
+        self.t0 = time.monotonic()
+        self.marks: dict[str, float] = {}
+
+    def mark(self, what: str) -> float:
+        self.marks[what] = round(time.monotonic() - self.t0, 1)
+        print(f"[{self.marks[what]:7.1f} s] {what}", flush=True)
+        return self.marks[what]
+
+    def pods(self, selector: str = "") -> list[dict[str, Any]]:
+        args = ["get", "pods", "-n", self.ns] + (["-l", selector] if selector else [])
+        return list(self.kubectl.json(*args)["items"])
+
+    def runner(self) -> RunnerStatus | None:
+        pod = next((p for p in self.pods("spark-role=driver")
+                    if p["status"].get("podIP") and p["status"].get("phase") == "Running"), None)
+        if pod is None:
+            return None
+        sec = self.kubectl.json("get", "secret", f"{self.job}-control-token", "-n", self.ns)
+        token = base64.b64decode(sec["data"]["token"]).decode().strip()
+        port = next(p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]
+                    if p["name"] == "control")
+        req = urllib.request.Request(f"http://{pod['status']['podIP']}:{port}/status",
+                                     headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return RunnerStatus.model_validate(json.loads(r.read()))
+        except OSError:
+            return None
+
+    def diagnose(self) -> str:
+        out = [self.kubectl("get", "pods", "-n", self.ns, "-o", "wide", check=False).stdout]
+        for p in self.pods("app.kubernetes.io/component=controller"):
+            out.append(f"--- {p['metadata']['name']} log tail")
+            out.append(self.kubectl("logs", p["metadata"]["name"], "-n", self.ns, "--tail=25",
+                                    check=False).stdout)
+        for p in self.pods("spark-role=driver"):
+            out.append(f"--- {p['metadata']['name']} ({p['status'].get('phase')}) log tail")
+            out.append(self.kubectl("logs", p["metadata"]["name"], "-n", self.ns, "--tail=25",
+                                    check=False).stdout)
+        with _quiet():
+            r = self.runner()
+            out.append(f"--- runner status: {json.dumps(r.to_wire() if r else None)[:2500]}")
+            job = status(self.kubectl, self.ns, self.job)
+            out.append(f"--- job status: {json.dumps(job)[:2500]}")
+            out.append("--- events: " + "; ".join(
+                f"{e['reason']}: {e['message'][:120]}"
+                for e in events(self.kubectl, self.ns, self.job)))
+        return "\n".join(out)
+
+    def wait(self, what: str, fn: Callable[[], Any], timeout: float, every: float = 1.0) -> Any:
+        try:
+            got = wait_for(what, fn, timeout, every)
+        except AssertionError as e:
+            pytest.fail(f"{e}\n{self.diagnose()}", pytrace=False)
+        self.mark(what)
+        return got
+
+    def reasons(self) -> list[str]:
+        evs = sorted(events(self.kubectl, self.ns, self.job),
+                     key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        return [e["reason"] for e in evs]
+
+
+class _quiet:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return True
+
+
+def executors_running(story: Story) -> int:
+    return sum(1 for p in story.pods("spark-role=executor")
+               if p["status"].get("phase") == "Running" and not p["metadata"].get(
+                   "deletionTimestamp"))
+
+
+def overlay_values(real_node: RealNode, ns: str, work: Path) -> Path:
+    """The test bed's overlay on hack/kind/values-kind.yaml (the same base as kind): the node's
+    placement, 2 replicas, this namespace."""
+    placement = {
+        "nodeSelector": {"kubernetes.io/hostname": real_node.name},
+        "tolerations": [{"key": real_node.taint_key, "operator": "Exists",
+                         "effect": "NoSchedule"}],
+    }
+    values = {
+        "replicaCount": 2,
+        "jobNamespaces": [ns],
+        "rbac": {"scope": "namespaced"},
+        "controller": {"watchNamespace": ns},
+        **placement,
+        "sparkPods": {**placement, "driverCpu": "300m", "driverMemory": "1Gi"},
+    }
+    path = work / "values-testbed.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def install(helm: Tool, story: Story, values: Path, release: str) -> None:
+    t = time.monotonic()
+    helm("upgrade", "--install", release, str(CHART), "-n", story.ns,
+         "--values", str(KIND_VALUES), "--values", str(values), "--wait", "--timeout", "4m")
+    story.marks["helm_install_s"] = round(time.monotonic() - t, 1)
+
+
+def leader(kubectl: Tool, ns: str) -> str:
+    lease = kubectl.json("get", "lease", "stream-autoscaler-controller", "-n", ns)
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def runner_status(story: Story) -> RunnerStatus:
+    r = story.runner()
+    if r is None:
+        raise LookupError("no running driver pod answers /status")
+    return r
+
+
+def action_figures(a: ActionRecord) -> dict[str, Any]:
+    return {"kind": str(a.kind), "params": a.params, "timings": a.timings, "result": a.result,
+            "duplicates": a.duplicates, "state": str(a.state)}
+
+
+def pod_start(pod: dict[str, Any]) -> float | None:
+    """Created -> container started (the image is already on the node). A driver is Ready
+    later, once its runner has executors and answers /healthz."""
+    from datetime import datetime
+
+    def ts(s: str) -> datetime:
+        return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+    started = next((c["state"]["running"]["startedAt"]
+                    for c in pod["status"].get("containerStatuses", [])
+                    if "running" in c.get("state", {})), None)
+    if started is None:
+        return None
+    return (ts(started) - ts(pod["metadata"]["creationTimestamp"])).total_seconds()
+
+
+def failed_tasks(story: Story) -> float | None:
+    """stream_autoscaler_failed_tasks_total from the runner's /metrics."""
+    pod = next((p for p in story.pods("spark-role=driver") if p["status"].get("podIP")), None)
+    if pod is None:
+        return None
+    port = next(p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]
+                if p["name"] == "metrics")
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{port}/metrics",
+                                timeout=5) as r:
+        text = r.read().decode()
+    if "# TYPE stream_autoscaler_failed_tasks" not in text:
+        return None  # not exported: no claim of zero
+    total = 0.0  # the series appears at the first failed task (the poller reads every stage)
+    for line in text.splitlines():
+        if line.startswith("stream_autoscaler_failed_tasks_total"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+

@@ -1,0 +1,205 @@
+"""A user's Kafka script, unmodified, as a managed StreamJob on real pods (issue #13's "done
+when", #16's pods): ``examples/pyspark/kafka_windowed_wordcount.py`` (written as Spark's own
+Kafka example) from a ConfigMap (``spec.application.configMap``), the driver and CPU-limited
+executors real pods on the test bed's node with Spark's Kafka connector from the image, reading
+a topic of a broker on the node's gateway address (pods and the host reach it), the checkpoint
+and the script's parquet output on a shared local PersistentVolume. The controller in pods
+(the chart) sees the burst and repartitions the script's state with more executors; the driver
+pod is killed and the job recovers from the checkpoint on the volume; every window's count is
+then exactly the records the topic holds for it, recounted from the topic on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.k8s.controller_env import apply, status
+from tests.integration.k8s.k8s_tier import REPO, Tool
+from tests.integration.node.conftest import RealNode
+from tests.integration.node.pods import (
+    Story,
+    action_figures,
+    executors_running,
+    install,
+    overlay_values,
+    pod_start,
+    runner_status,
+)
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+
+JOB = "wordcount"
+MOUNT = "/data"
+SCRIPT = REPO / "examples" / "pyspark" / "kafka_windowed_wordcount.py"
+
+TRACE: list[tuple[float, float]] = [(0, 1_500), (10, 25_000), (90, 600)]
+"""Records/s from the first committed batch on: an 80 s burst of 25,000/s over 200,000 words
+(one 0.5-CPU executor on one state partition cannot keep up), then a light tail that keeps
+records arriving after any recovery until the test stops the generator."""
+WORDS = 200_000
+"""Distinct keys: each 10 s window's state holds most of them, so the stateful stage is the
+work (with 50 words one executor counted 40,000 records/s and nothing needed scaling)."""
+
+MAX_OFFSETS_PER_TRIGGER = "60000"
+"""The script's own admission cap (its 4th argument, Spark's maxOffsetsPerTrigger)."""
+
+POLICY = {
+    "apiVersion": "stream-autoscaler.io/v1alpha1",
+    "kind": "ScalingPolicy",
+    "metadata": {"name": "script-pods"},
+    "spec": {
+        "mode": "enforce",
+        "executors": {"min": 1, "max": 3},
+        "partitions": {"min": 1, "max": 8, "repartition": True, "perSlot": 1,
+                       "maxDowntimeSeconds": 120},
+        "utilization": {"target": 0.6, "low": 0.3, "high": 0.85},
+        "lag": {"sloSeconds": 20, "catchUpSeconds": 40},
+        "timing": {"evaluationIntervalSeconds": 4, "windowSeconds": 16,
+                   "staleAfterSeconds": 40, "cooldownSeconds": 16,
+                   "scaleDownStabilizationSeconds": 30},
+    },
+}
+
+
+def job_doc(claim: str, bootstrap: str, topic: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "stream-autoscaler.io/v1alpha1",
+        "kind": "StreamJob",
+        "metadata": {"name": JOB},
+        "spec": {
+            "policyRef": {"name": "script-pods"},
+            "application": {"configMap": "wordcount-script", "script": "job.py",
+                            "args": [bootstrap, topic, f"{MOUNT}/out", MAX_OFFSETS_PER_TRIGGER]},
+            "trigger": {"intervalSeconds": 2},
+            "checkpoint": {"location": f"{MOUNT}/checkpoint",
+                           "volume": {"claimName": claim, "mountPath": MOUNT}},
+            # one state partition: only a repartition lets more executors share the state
+            "statePartitions": 1,
+            "executors": {"initial": 1, "cores": 1, "memory": "512m", "cpu": "400m",
+                          "cpuLimit": "500m", "memoryOverhead": "384m"},
+        },
+    }
+
+
+@pytest.fixture
+def pod_kafka(real_node: RealNode, tmp_path: Path) -> Iterator[str]:
+    """A KRaft broker of this test listening on the node's gateway address: the pods reach it
+    through the bridge, the host (load generator, verifier) directly; stopped afterwards."""
+    import testbed_kafka
+
+    root = tmp_path / "kafka"
+    try:
+        testbed_kafka.spark_kafka_jars()
+        broker = testbed_kafka.ensure_up(root, user=os.getpid(), host=real_node.ip)
+    except testbed_kafka.KafkaMissing as e:
+        pytest.fail(f"{e} (make tools)")
+    try:
+        yield broker.bootstrap
+    finally:
+        testbed_kafka.release(os.getpid(), root)
+
+
+def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exactly_once(
+    kubectl: Tool, helm: Tool, crds: list[str], real_node: RealNode, image: str, ns: str,
+    shared_volume: tuple[str, Path], pod_kafka: str, tmp_path: Path,
+) -> None:
+    from operators.loadgen import LoadGenerator, burst_spec
+    from tests.integration.kafka.conftest import topic_name, trace_file
+
+    claim, host = shared_volume
+    topic = topic_name("wordcount")
+    gen = LoadGenerator(pod_kafka, topic, burst_spec(trace_file(tmp_path, TRACE), keys=WORDS,
+                                                     seed=16), partitions=2)
+    gen.create_topic()
+    story = Story(kubectl, ns, tmp_path, JOB)
+    figures: dict[str, Any] = {"bootstrap": pod_kafka}
+    stats: dict[str, Any] = {}
+    load = threading.Thread(target=lambda: stats.update(s=gen.run(duration=900)), daemon=True)
+    try:
+        install(helm, story, overlay_values(real_node, ns, tmp_path), "sa")
+        story.wait("a controller leads", lambda: kubectl.json(
+            "get", "lease", "stream-autoscaler-controller", "-n", ns)["spec"].get(
+                "holderIdentity"), 60)
+        # the user's file, byte for byte, as the ConfigMap's key
+        apply(kubectl, {"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "wordcount-script"},
+                        "data": {"job.py": SCRIPT.read_text(encoding="utf-8")}}, ns)
+        apply(kubectl, POLICY, ns)
+        apply(kubectl, job_doc(claim, pod_kafka, topic), ns)
+        created = time.monotonic()
+        drv = story.wait("the driver pod runs", lambda: next(
+            (p for p in story.pods("spark-role=driver")
+             if p["status"].get("phase") == "Running"), None), 120)
+        figures["driver_pod_start_s"] = pod_start(drv)
+        story.wait("the script's first committed batch", lambda: runner_status(
+            story).last_committed_batch is not None, 240)
+        figures["streamjob_to_first_batch_s"] = round(time.monotonic() - created, 1)
+        load.start()
+        # the burst: the controller repartitions the script's state with more executors
+        story.wait("RepartitionStateBound", lambda: "RepartitionStateBound" in story.reasons(),
+                   300, every=2)
+        story.wait("the repartition done", lambda: "intent" not in status(kubectl, ns, JOB),
+                   240)
+        done = [a for a in runner_status(story).recent_actions if str(a.kind) == "repartition"]
+        assert done and str(done[-1].state) == "succeeded", done
+        figures["repartition"] = action_figures(done[-1])
+        st = runner_status(story)
+        assert (st.partitions or 0) > 1, st.partitions
+        story.wait("2 or more executor pods", lambda: executors_running(story) >= 2, 120)
+        figures["executor_pods"] = executors_running(story)
+        # the driver pod dies; the job recovers from the checkpoint on the shared volume
+        before = runner_status(story)
+        old = next(p for p in story.pods("spark-role=driver"))
+        killed_at = time.monotonic()
+        kubectl("delete", "pod", old["metadata"]["name"], "-n", ns, "--grace-period=1")
+        story.mark("deleted the driver pod")
+        story.wait("RecoverFromFailure", lambda: "RecoverFromFailure" in story.reasons(), 120)
+        after = story.wait("the first batch after recovery", lambda: (
+            lambda r: r if r.last_committed_batch is not None
+            and r.resumed_from_batch is not None
+            and r.last_committed_batch > r.resumed_from_batch else None)(runner_status(story)),
+            300)
+        figures["driver_kill_to_first_batch_s"] = round(time.monotonic() - killed_at, 1)
+        assert after.resumed_from_batch >= (before.last_committed_batch or 0) - 1, (
+            before.last_committed_batch, after.resumed_from_batch)
+        assert after.partitions == st.partitions, (st.partitions, after.partitions)
+        # the end of the load: everything read, then stop at a batch boundary
+        gen.stop_event.set()
+        load.join(60)
+        assert "s" in stats, "the load generator did not finish"
+        story.wait("the backlog drained", lambda: (lambda r: r.backlog.records == 0 and (
+            r.rates.arrival_rows_per_second or 0) == 0)(runner_status(story)), 300, every=2)
+        time.sleep(6)  # a no-data batch emits the windows the last watermark closed
+        figures["table"] = kubectl("get", "streamjobs", "-n", ns).stdout
+        kubectl("delete", "sj", JOB, "-n", ns, "--timeout=180s")
+        story.mark("StreamJob deleted (stopped at a batch boundary)")
+    finally:
+        gen.stop_event.set()
+        figures["marks"] = story.marks
+        figures["events"] = story.reasons()
+        print(json.dumps(figures, indent=1, default=str))
+        (REPO / "out").mkdir(exist_ok=True)
+        (REPO / "out" / "script-pods-figures.json").write_text(
+            json.dumps(figures, indent=1, default=str))
+        helm("uninstall", "sa", "-n", ns, "--wait", "--timeout=2m", check=False)
+    written = stats["s"].records
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.integration.kafka.windows", pod_kafka, topic,
+         str(host / "out"), str(written), f"{MOUNT}/out"],
+        capture_output=True, text=True, timeout=600, cwd=REPO)
+    listing = sorted(str(p.relative_to(host)) for p in (host / "out").rglob("*"))
+    assert out.returncode == 0, f"{out.stderr[-3000:]}\n{host / 'out'}: {listing[:30]}"
+    figures["verdict"] = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"exactly once: {figures['verdict']}")
+    (REPO / "out" / "script-pods-figures.json").write_text(
+        json.dumps(figures, indent=1, default=str))
