@@ -1,8 +1,9 @@
 """A user's Kafka script, unmodified, as a StreamJob (``spec.application.script``) under the
 runner: a windowed word count with a watermark (``examples/pyspark/kafka_windowed_wordcount.py``,
 written as Spark's own Kafka example) reading a topic the load generator fills, scaled out,
-repartitioned, its driver killed and the job recovered from the checkpoint, and every window's
-count exactly the records the topic holds for it — computed again from the topic.
+repartitioned, scaled in, its driver killed and the job recovered from the checkpoint, and
+every window's count exactly the records the topic holds for it — computed again from the
+topic.
 """
 
 from __future__ import annotations
@@ -103,6 +104,10 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
         rep = _action(runner, runner.client.repartition(3))
         print("kafka script: repartition 4->3", json.dumps(rep.timings), rep.result)
         assert rep.state == "succeeded", rep
+
+        down = _action(runner, runner.client.set_executors(1))
+        print("kafka script: scale 2->1", json.dumps(down.timings), down.result)
+        assert down.state == "succeeded" and len(down.result["killed"]) == 1, down
 
         # The driver dies mid-stream; the same StreamJob starts again on the checkpoint.
         before = runner.client.status().last_committed_batch or 0

@@ -93,17 +93,31 @@ def test_an_unmodified_word_count_scales_repartitions_and_recovers_exactly_once(
     assert total > 10_000
 
 
-def test_an_unmodified_stream_stream_join_repartitions_both_sides(
+def test_an_unmodified_stream_stream_join_scales_repartitions_and_recovers_exactly_once(
         start_runner, tmp_path, local_spark):
     cp, out = tmp_path / "cp", tmp_path / "out"
-    r = start_runner(_script("rate_join.py", cp, out, 400))
+    job = _script("rate_join.py", cp, out, 400)
+    r = start_runner(job)
     st = _after(r, 0, 2)
     metrics = r.metrics()
     assert 'operator="join"' in metrics, "the join's state is not named from the plan"
+    up = r.action("/executors", {"target": 2})
+    print("script join: scale 1->2", json.dumps(up["timings"]))
+    assert up["state"] == "succeeded" and up["result"]["added"], up
     act = r.action("/repartition", {"partitions": 3})
     print("script join: repartition 4->3", json.dumps(act["timings"]), act["result"])
     assert act["state"] == "succeeded", act
     st = _after(r, act["result"]["repartition_batch"], 3)
+    assert st["partitions"] == 3
+    down = r.action("/executors", {"target": 1})
+    print("script join: scale 2->1", json.dumps(down["timings"]), down["result"])
+    assert down["state"] == "succeeded" and len(down["result"]["killed"]) == 1, down
+    # The driver dies; a new runner runs the script again: both sides' state resumes.
+    before = r.status()["lastCommittedBatch"]
+    r.kill()
+    r = start_runner(job)
+    st = _after(r, before, 3)
+    assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
     assert st["partitions"] == 3
     assert r.stop() == 0
     # The output stays readable through Spark's file sink log (the repartition's batch is in
