@@ -62,8 +62,14 @@ def register(spark: SparkSession) -> None:
 
 
 class BurstBacklogProbe:
-    """A burst source's backlog: records waiting from Spark's offsets, their age and the
-    records arrived from the trace's clock (:meth:`BurstClock.backlog`)."""
+    """A burst source's backlog at ``now``: the records the trace's clock says have arrived
+    since the batch's end offset, their age and the records arrived in all
+    (:meth:`BurstClock.backlog`), as the Kafka probe asks the broker for its latest offsets.
+
+    Spark's ``latestOffset`` in the progress is the source's latest *when the batch was
+    planned*: an uncapped source reads all of it, so ``latest - end`` is 0 after every batch
+    however long the batch ran and however much arrived meanwhile (the engine then saw no
+    backlog while the age said records had waited for seconds). It stays a lower bound."""
 
     def __init__(self, clock: BurstClock) -> None:
         self.clock = clock
@@ -73,7 +79,7 @@ class BurstBacklogProbe:
         if done is None or done.run_start is None or last is None:
             return None
         b = self.clock.backlog(done.offset, now, done.run_start)
-        return SourceBacklog(max(0.0, last - done.offset), b.age_seconds, b.arrived)
+        return SourceBacklog(max(0.0, last - done.offset, b.records), b.age_seconds, b.arrived)
 
 
 class BurstAdapter:
