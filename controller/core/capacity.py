@@ -101,6 +101,11 @@ class CapacityModel:
     budget_seconds: float = 0.0
     """The batch-time budget (s): the longest batch the lag SLO allows
     (:func:`batch_budget_seconds`); 0 = the trigger interval."""
+    gain_share: float = 1.0
+    """Share of a modelled gain beyond the current executors that is credited: what the last
+    scale-out delivered of the gain it promised, observed while the job is still saturated
+    (:func:`controller.core.guards.observed_gain_share`; Flink 1.12's scalability coefficient).
+    1 = the gains as modelled."""
 
     @staticmethod
     def from_snapshot(s: MetricsSnapshot, slo_seconds: float | None = None) -> CapacityModel | None:
@@ -148,10 +153,19 @@ class CapacityModel:
         return self.overhead_seconds / self.interval_seconds
 
     def work_seconds_per_record(self, layout: Layout) -> float:
-        """Wall seconds of batch work per source record at ``layout``."""
+        """Wall seconds of batch work per source record at ``layout``. Beyond the current
+        executors only :attr:`gain_share` of the modelled gain in capacity is credited."""
         if layout.executors * self.cores_per_executor <= 0:
             return math.inf
-        return sum(self.stage_seconds_per_record(st, layout) for st in self.stages)
+        w = sum(self.stage_seconds_per_record(st, layout) for st in self.stages)
+        if self.gain_share >= 1.0 or layout.executors <= self.current_executors:
+            return w
+        now = self.work_seconds_per_record(
+            Layout(self.current_executors, self.current_partitions, restart=False)
+        )
+        if not (0 < w < now and math.isfinite(now)):
+            return w  # no gain to discount (or none measurable)
+        return 1.0 / (1.0 / now + self.gain_share * (1.0 / w - 1.0 / now))
 
     def stage_seconds_per_record(self, st: StageCost, layout: Layout) -> float:
         """One stage's wall seconds per source record at ``layout``, in task waves.

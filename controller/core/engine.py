@@ -16,7 +16,9 @@ The pipeline, in order (each step may end in a hold that says why):
    the highest recommendation over the stabilization window (longer after recent direction
    changes), never while catching up; cooldown after an action (a scale-in never holds back a
    scale-out); scale-outs that did not help stay blocked for a while, for that kind of move only
-   (Dhalion's blacklist).
+   (Dhalion's blacklist); one that helped less than modelled has later gains credited only the
+   share it delivered (:func:`~controller.core.guards.observed_gain_share`, Flink's
+   scalability coefficient).
 
 Every threshold is a policy field (:mod:`contracts.policy`) except
 :data:`~controller.core.sizing.WORTHWHILE_SHARE`, the capacity model's wall-time fit
@@ -29,13 +31,15 @@ documented where they are declared.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
 from controller.core.capacity import CapacityModel
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import diagnose, failure_evidence
 from controller.core.failure import recover, restart_in_flight
-from controller.core.guards import band, scale_in
+from controller.core.guards import band, observed_gain_share, scale_in
 from controller.core.inflight import unexplained_age, with_batch_in_flight
 from controller.core.inputs import Inputs
 from controller.core.reasons import Reason
@@ -62,6 +66,9 @@ def decide(
     diagnosis = diagnose(snapshot, model, policy)
     if model is None:
         return _without_model(x, diagnosis)
+    share = observed_gain_share(x)
+    if share < 1.0:
+        model = replace(model, gain_share=share)
     return _resize(x, model, diagnosis)
 
 

@@ -227,9 +227,11 @@ def cooldown(x: Inputs, *, growing: bool) -> str | None:
     return None
 
 
-def ineffective(x: Inputs) -> HistoryEntry | None:
-    """The last scale-out, if it delivered too little of its expected gain while saturated.
-    Scale-ins and recoveries are not judged: their expected rate is no promise of a gain."""
+def _judged_scale_out(x: Inputs) -> tuple[HistoryEntry, float, float] | None:
+    """The last scale-out with the gain in processed rate it delivered and the gain it
+    promised, once it has settled and while the job is saturated (its processed rate is then
+    its capacity); else None. Scale-ins and recoveries are not judged: their expected rate is
+    no promise of a gain."""
     last, s = x.history.last_action(), x.snapshot
     if last is None or last.expected_rate is None or last.rate_before is None:
         return None
@@ -247,7 +249,16 @@ def ineffective(x: Inputs) -> HistoryEntry | None:
     gain_expected = last.expected_rate - last.rate_before
     if not saturated or gain_expected <= 0:
         return None
-    gain = s.processed_rate - last.rate_before
+    return last, s.processed_rate - last.rate_before, gain_expected
+
+
+def ineffective(x: Inputs) -> HistoryEntry | None:
+    """The last scale-out, if it delivered less than ``safety.ineffectiveScaleUpRatio`` of its
+    expected gain while saturated."""
+    judged = _judged_scale_out(x)
+    if judged is None:
+        return None
+    last, gain, gain_expected = judged
     if gain >= x.policy.safety.ineffective_scale_up_ratio * gain_expected:
         return None
     return HistoryEntry(
@@ -258,6 +269,20 @@ def ineffective(x: Inputs) -> HistoryEntry | None:
         reason=Reason.BLOCKED_INEFFECTIVE.value,
         until=x.now + x.policy.safety.blocked_action_seconds,
     )
+
+
+def observed_gain_share(x: Inputs) -> float:
+    """What the last scale-out delivered of the gain it promised (1 = all of it, or nothing
+    judged), never below ``safety.ineffectiveScaleUpRatio`` (below it the move is blocked
+    instead, :func:`ineffective`). Sizing credits later gains only this share
+    (:attr:`~controller.core.capacity.CapacityModel.gain_share`), so a job still saturated
+    after a scale-out that fell short asks for enough at once rather than step by step."""
+    judged = _judged_scale_out(x)
+    if judged is None:
+        return 1.0
+    _, gain, gain_expected = judged
+    floor = x.policy.safety.ineffective_scale_up_ratio
+    return min(1.0, max(floor, gain / gain_expected))
 
 
 def scale_out(
@@ -283,6 +308,11 @@ def scale_out(
             block=block,
         )
     need = f"need {sizing.required_rate or 0:,.0f} records/s (busy {util:.0%} now)"
+    if model.gain_share < 1.0:
+        need += (
+            f"; the last scale-out delivered {model.gain_share:.0%} of the gain modelled, "
+            "so more executors are credited that share"
+        )
     if plan.layout.restart and partitions is not None:
         action, reason = Action.REPARTITION, Reason.REPARTITION_OUT
         measured = x.snapshot.last_restart_seconds
