@@ -187,3 +187,57 @@ def failed_tasks(story: Story) -> float | None:
     return total
 
 
+def policy(name: str) -> dict[str, Any]:
+    """The real-pod stories' ScalingPolicy: at most 3 executors (what fits beside the driver
+    and two controllers on 2 cores), repartition allowed, a 20 s lag SLO, a 4 s evaluation
+    interval and a 30 s scale-down stabilization so a story fits in minutes."""
+    return {
+        "apiVersion": "stream-autoscaler.io/v1alpha1",
+        "kind": "ScalingPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "mode": "enforce",
+            "executors": {"min": 1, "max": 3},
+            "partitions": {"min": 1, "max": 8, "repartition": True, "perSlot": 1,
+                           "maxDowntimeSeconds": 120},
+            "utilization": {"target": 0.6, "low": 0.3, "high": 0.85},
+            "lag": {"sloSeconds": 20, "catchUpSeconds": 40},
+            "timing": {"evaluationIntervalSeconds": 4, "windowSeconds": 16,
+                       "staleAfterSeconds": 40, "cooldownSeconds": 16,
+                       "scaleDownStabilizationSeconds": 30},
+        },
+    }
+
+
+EXECUTORS = {"initial": 1, "cores": 1, "memory": "512m", "cpu": "400m", "cpuLimit": "500m",
+             "memoryOverhead": "384m"}
+"""Executor pods: requests that fit three executors, the driver and two controllers on 2 cores;
+the limit is the CFS quota that makes each executor a measurable slice."""
+
+
+def kill_driver_and_recover(story: Story, figures: dict[str, Any]) -> RunnerStatus:
+    """``kubectl delete pod <driver> --grace-period=1``, then `RecoverFromFailure`, a new
+    driver pod and a batch after ``resumedFromBatch``, resumed no earlier than the batch the
+    killed driver had committed. Figures: the new pod's start, kill -> first batch, the batch
+    resumed from. Returns the recovered runner's status."""
+    before = runner_status(story)
+    old = next(p for p in story.pods("spark-role=driver"))
+    killed_at = time.monotonic()
+    story.kubectl("delete", "pod", old["metadata"]["name"], "-n", story.ns, "--grace-period=1")
+    story.mark("deleted the driver pod")
+    story.wait("RecoverFromFailure", lambda: "RecoverFromFailure" in story.reasons(), 120)
+    new = story.wait("a new driver pod runs", lambda: next(
+        (p for p in story.pods("spark-role=driver")
+         if p["metadata"]["uid"] != old["metadata"]["uid"]
+         and p["status"].get("phase") == "Running"), None), 180)
+    figures["recovered_driver_pod_start_s"] = pod_start(new)
+    after: RunnerStatus = story.wait("the first batch after recovery", lambda: (
+        lambda r: r if r.last_committed_batch is not None
+        and r.resumed_from_batch is not None
+        and r.last_committed_batch > r.resumed_from_batch else None)(runner_status(story)), 300)
+    figures["driver_kill_to_first_batch_s"] = round(time.monotonic() - killed_at, 1)
+    assert after.resumed_from_batch is not None
+    assert after.resumed_from_batch >= (before.last_committed_batch or 0) - 1, (
+        before.last_committed_batch, after.resumed_from_batch)
+    figures["resumed_from_batch"] = after.resumed_from_batch
+    return after

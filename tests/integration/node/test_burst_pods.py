@@ -26,14 +26,17 @@ from tests.integration.k8s.controller_env import apply, status
 from tests.integration.k8s.k8s_tier import REPO, Tool
 from tests.integration.node.conftest import RealNode
 from tests.integration.node.pods import (
+    EXECUTORS,
     Story,
     action_figures,
     executors_running,
     failed_tasks,
     install,
+    kill_driver_and_recover,
     leader,
     overlay_values,
     pod_start,
+    policy,
     runner_status,
 )
 
@@ -57,22 +60,7 @@ MAX_RECORDS_PER_BATCH = 200_000
 a bound on one batch (~7 s for one 0.5-CPU executor, which processed ~30,000 records/s here),
 far above what arrives in one trigger at the bursts' rates (25,000/s x 2 s), so it never binds."""
 
-POLICY = {
-    "apiVersion": "stream-autoscaler.io/v1alpha1",
-    "kind": "ScalingPolicy",
-    "metadata": {"name": "pods"},
-    "spec": {
-        "mode": "enforce",
-        "executors": {"min": 1, "max": 3},
-        "partitions": {"min": 1, "max": 8, "repartition": True, "perSlot": 1,
-                       "maxDowntimeSeconds": 120},
-        "utilization": {"target": 0.6, "low": 0.3, "high": 0.85},
-        "lag": {"sloSeconds": 20, "catchUpSeconds": 40},
-        "timing": {"evaluationIntervalSeconds": 4, "windowSeconds": 16,
-                   "staleAfterSeconds": 40, "cooldownSeconds": 16,
-                   "scaleDownStabilizationSeconds": 30},
-    },
-}
+POLICY = policy("pods")
 
 
 def job_doc(claim: str) -> dict[str, Any]:
@@ -92,10 +80,7 @@ def job_doc(claim: str) -> dict[str, Any]:
             "checkpoint": {"location": f"{MOUNT}/checkpoint",
                            "volume": {"claimName": claim, "mountPath": MOUNT}},
             "statePartitions": 2,
-            # requests fit three executors, the driver and two controllers on 2 cores; the
-            # limit is the CFS quota that makes each executor a measurable slice
-            "executors": {"initial": 1, "cores": 1, "memory": "512m", "cpu": "400m",
-                          "cpuLimit": "500m", "memoryOverhead": "384m"},
+            "executors": EXECUTORS,
         },
     }
 
@@ -165,25 +150,7 @@ def test_burst_story_on_real_pods(
         story.wait("the next burst",
                    lambda: (runner_status(story).rates.arrival_rows_per_second or 0) > 4000,
                    420, every=2)
-        before = runner_status(story)
-        old = next(p for p in story.pods("spark-role=driver"))
-        killed_at = time.monotonic()
-        kubectl("delete", "pod", old["metadata"]["name"], "-n", ns, "--grace-period=1")
-        story.mark("deleted the driver pod")
-        story.wait("RecoverFromFailure", lambda: "RecoverFromFailure" in story.reasons(), 120)
-        new = story.wait("a new driver pod runs", lambda: next(
-            (p for p in story.pods("spark-role=driver")
-             if p["metadata"]["uid"] != old["metadata"]["uid"]
-             and p["status"].get("phase") == "Running"), None), 180)
-        figures["recovered_driver_pod_start_s"] = pod_start(new)
-        after = story.wait("the first batch after recovery", lambda: (
-            lambda r: r if r.last_committed_batch is not None
-            and r.resumed_from_batch is not None
-            and r.last_committed_batch > r.resumed_from_batch else None)(runner_status(story)), 300)
-        figures["driver_kill_to_first_batch_s"] = round(time.monotonic() - killed_at, 1)
-        assert after.resumed_from_batch >= (before.last_committed_batch or 0) - 1, (
-            before.last_committed_batch, after.resumed_from_batch)
-        figures["resumed_from_batch"] = after.resumed_from_batch
+        kill_driver_and_recover(story, figures)
         # the end of the trace: everything drained, then stop at a batch boundary
         story.wait("the backlog drained after the trace ended", lambda: (
             lambda r: r.backlog.records == 0 and r.rates.arrival_rows_per_second == 0)(

@@ -27,12 +27,15 @@ from tests.integration.k8s.controller_env import apply, status
 from tests.integration.k8s.k8s_tier import REPO, Tool
 from tests.integration.node.conftest import RealNode
 from tests.integration.node.pods import (
+    EXECUTORS,
     Story,
     action_figures,
     executors_running,
     install,
+    kill_driver_and_recover,
     overlay_values,
     pod_start,
+    policy,
     runner_status,
 )
 
@@ -53,22 +56,7 @@ work (with 50 words one executor counted 40,000 records/s and nothing needed sca
 MAX_OFFSETS_PER_TRIGGER = "60000"
 """The script's own admission cap (its 4th argument, Spark's maxOffsetsPerTrigger)."""
 
-POLICY = {
-    "apiVersion": "stream-autoscaler.io/v1alpha1",
-    "kind": "ScalingPolicy",
-    "metadata": {"name": "script-pods"},
-    "spec": {
-        "mode": "enforce",
-        "executors": {"min": 1, "max": 3},
-        "partitions": {"min": 1, "max": 8, "repartition": True, "perSlot": 1,
-                       "maxDowntimeSeconds": 120},
-        "utilization": {"target": 0.6, "low": 0.3, "high": 0.85},
-        "lag": {"sloSeconds": 20, "catchUpSeconds": 40},
-        "timing": {"evaluationIntervalSeconds": 4, "windowSeconds": 16,
-                   "staleAfterSeconds": 40, "cooldownSeconds": 16,
-                   "scaleDownStabilizationSeconds": 30},
-    },
-}
+POLICY = policy("script-pods")
 
 
 def job_doc(claim: str, bootstrap: str, topic: str) -> dict[str, Any]:
@@ -85,8 +73,7 @@ def job_doc(claim: str, bootstrap: str, topic: str) -> dict[str, Any]:
                            "volume": {"claimName": claim, "mountPath": MOUNT}},
             # one state partition: only a repartition lets more executors share the state
             "statePartitions": 1,
-            "executors": {"initial": 1, "cores": 1, "memory": "512m", "cpu": "400m",
-                          "cpuLimit": "500m", "memoryOverhead": "384m"},
+            "executors": EXECUTORS,
         },
     }
 
@@ -158,20 +145,7 @@ def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exact
         story.wait("2 or more executor pods", lambda: executors_running(story) >= 2, 120)
         figures["executor_pods"] = executors_running(story)
         # the driver pod dies; the job recovers from the checkpoint on the shared volume
-        before = runner_status(story)
-        old = next(p for p in story.pods("spark-role=driver"))
-        killed_at = time.monotonic()
-        kubectl("delete", "pod", old["metadata"]["name"], "-n", ns, "--grace-period=1")
-        story.mark("deleted the driver pod")
-        story.wait("RecoverFromFailure", lambda: "RecoverFromFailure" in story.reasons(), 120)
-        after = story.wait("the first batch after recovery", lambda: (
-            lambda r: r if r.last_committed_batch is not None
-            and r.resumed_from_batch is not None
-            and r.last_committed_batch > r.resumed_from_batch else None)(runner_status(story)),
-            300)
-        figures["driver_kill_to_first_batch_s"] = round(time.monotonic() - killed_at, 1)
-        assert after.resumed_from_batch >= (before.last_committed_batch or 0) - 1, (
-            before.last_committed_batch, after.resumed_from_batch)
+        after = kill_driver_and_recover(story, figures)
         assert after.partitions == st.partitions, (st.partitions, after.partitions)
         # the end of the load: everything read, then stop at a batch boundary
         gen.stop_event.set()
