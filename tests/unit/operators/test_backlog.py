@@ -61,8 +61,9 @@ class KafkaLike:
         ([(burst(5000), burst(7000))], KafkaLike(), SourceBacklog(2000.0)),
     ],
     ids=["burst-behind", "burst-read-all-it-planned-but-more-arrived",
-         "burst-latest-ahead-of-the-clock", "burst-caught-up", "no-run-start-no-age", "no-probe-no-age",
-         "numeric-offsets", "join-adds-up", "kafka", "burst-offsets-under-a-kafka-probe"],
+         "burst-latest-ahead-of-the-clock", "burst-caught-up", "no-run-start-no-age",
+         "no-probe-no-age", "numeric-offsets", "join-adds-up", "kafka",
+         "burst-offsets-under-a-kafka-probe"],
 )
 def test_backlog_of_one_progress_event(sources, probe, expected) -> None:
     assert backlog_from_progress(progress(*sources), probe, now=8.0) == expected
