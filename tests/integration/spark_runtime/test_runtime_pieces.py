@@ -124,6 +124,7 @@ def test_progress_to_metrics_and_backlog():
     from operators.sources.burst_clock import BurstClock
 
     # 40 records/s from the run start (1 s): at 26 s, 1000 arrived; record 900 came at 23.5 s.
+    # Spark's latestOffset (960) is what had arrived when it planned the batch: 100 wait now.
     probe = BurstBacklogProbe(BurstClock(parse_trace("t,input_rate\n0,40\n")))
     p = {"batchId": 7, "numInputRows": 100, "inputRowsPerSecond": 50.0,
          "processedRowsPerSecond": 80.0,
@@ -134,7 +135,7 @@ def test_progress_to_metrics_and_backlog():
                       "latestOffset": '{"offset": 960, "runStartUs": 1000000}'}]}
     b = backlog_from_progress(p, probe, now=26.0)
     assert b is not None
-    assert (b.records, b.age_seconds, b.arrived_total) == (60, 2.5, 1000)
+    assert (b.records, b.age_seconds, b.arrived_total) == (100, 2.5, 1000)
     m = RunnerMetrics("j", ["counts"])
     m.observe_progress(p, Backlog(b.records, b.age_seconds, b.arrived_total))
     from prometheus_client import generate_latest
@@ -144,7 +145,7 @@ def test_progress_to_metrics_and_backlog():
                  'stream_autoscaler_last_batch_overhead_seconds{job="j"} 0.3',
                  'stream_autoscaler_state_rows{job="j",operator="counts"} 42.0',
                  'stream_autoscaler_state_bytes{job="j",operator="counts"} 77.0',
-                 'stream_autoscaler_backlog_records{job="j"} 60.0',
+                 'stream_autoscaler_backlog_records{job="j"} 100.0',
                  'stream_autoscaler_batch_duration_seconds_count{job="j"} 1.0'):
         assert line in text, line
     assert "NaN" not in text
