@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.integration.k8s.controller_env import apply, status
-from tests.integration.k8s.k8s_tier import REPO, Tool
+from tests.integration.k8s.k8s_tier import REPO, Tool, unavailable
 from tests.integration.node.conftest import RealNode
 from tests.integration.node.pods import (
     EXECUTORS,
@@ -89,7 +89,7 @@ def pod_kafka(real_node: RealNode, tmp_path: Path) -> Iterator[str]:
         testbed_kafka.spark_kafka_jars()
         broker = testbed_kafka.ensure_up(root, user=os.getpid(), host=real_node.ip)
     except testbed_kafka.KafkaMissing as e:
-        pytest.fail(f"{e} (make tools)")
+        unavailable(f"{e} (make tools)")
     try:
         yield broker.bootstrap
     finally:

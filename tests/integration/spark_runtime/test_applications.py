@@ -34,6 +34,17 @@ def _after(r: Any, batch: int, n: int = 2, timeout: float = 120) -> dict[str, An
                   f"{n} batches after {batch}")
 
 
+def _killed_and_resumed(r: Any, start_runner: Any, job: list[str], batches: int) -> Any:
+    """SIGKILL the runner, start a new one on the same script, and wait until it has committed
+    ``batches`` batches after the killed one's last, resumed from the checkpoint."""
+    before = r.status()["lastCommittedBatch"]
+    r.kill()
+    r2 = start_runner(job)
+    st = _after(r2, before, batches)
+    assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
+    return r2
+
+
 def _latest_counts(spark: Any, out: Path) -> list[Any]:
     """Each word's row from the latest batch that updated it (foreachBatch output)."""
     from pyspark.sql import Window
@@ -74,12 +85,8 @@ def test_an_unmodified_word_count_scales_repartitions_and_recovers_exactly_once(
     assert down["state"] == "succeeded" and len(down["result"]["killed"]) == 2
 
     # The driver dies; a new runner runs the same script again, which resumes the checkpoint.
-    before = r.status()["lastCommittedBatch"]
-    r.kill()
-    r2 = start_runner(job)
-    st = _after(r2, before, 2)
-    assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
-    assert st["partitions"] == 6
+    r2 = _killed_and_resumed(r, start_runner, job, batches=2)
+    assert r2.status()["partitions"] == 6
     assert r2.stop() == 0
 
     # Exactly once: for every word w<k>, the values with remainder k up to its max, once each.
@@ -113,12 +120,8 @@ def test_an_unmodified_stream_stream_join_scales_repartitions_and_recovers_exact
     print("script join: scale 2->1", json.dumps(down["timings"]), down["result"])
     assert down["state"] == "succeeded" and len(down["result"]["killed"]) == 1, down
     # The driver dies; a new runner runs the script again: both sides' state resumes.
-    before = r.status()["lastCommittedBatch"]
-    r.kill()
-    r = start_runner(job)
-    st = _after(r, before, 3)
-    assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
-    assert st["partitions"] == 3
+    r = _killed_and_resumed(r, start_runner, job, batches=3)
+    assert r.status()["partitions"] == 3
     assert r.stop() == 0
     # The output stays readable through Spark's file sink log (the repartition's batch is in
     # it), every impression joined at most once, and none is missing but the last seconds'.
