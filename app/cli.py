@@ -102,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", help="check StreamJob and ScalingPolicy files (a dry run: nothing starts)"
     )
     val_all.add_argument("files", nargs="+", metavar="FILE")
+    val_all.add_argument(
+        "--cluster", action="store_true",
+        help="check StreamJobs as the API server does for jobs run in pods (managed: the "
+             "checkpoint on a shared claim or a URI such as s3a://)")
     val_all.set_defaults(handler=_validate)
 
     pol = sub.add_parser("policy", help="validate policies or print their JSON Schema")

@@ -26,8 +26,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def validate_files(args: argparse.Namespace) -> int:
-    """``stream-autoscaler validate FILE...``: exit 0 when every file is valid, 1 otherwise."""
-    return _check(args.files, load_manifest)
+    """``stream-autoscaler validate [--cluster] FILE...``: exit 0 when every file is valid, 1
+    otherwise; ``--cluster`` checks a StreamJob as the API server does for one it runs in pods
+    (its checkpoint shared by every pod)."""
+    cluster = bool(getattr(args, "cluster", False))
+    return _check(args.files, lambda path: load_manifest(path, cluster=cluster))
 
 
 def _check(paths: list[str], load: Callable[[str], StreamJob | ScalingPolicy]) -> int:

@@ -22,7 +22,7 @@ from contracts.errors import ContractError
 from contracts.pipeline import Operator
 from contracts.policy import ScalingPolicy
 from contracts.sources import Source
-from contracts.streamjob import StreamJob
+from contracts.streamjob import CLUSTER_CONTEXT, StreamJob
 from contracts.yamlsafe import MAX_BYTES, YamlLimitError, load_yaml
 
 M = TypeVar("M", bound=BaseModel)
@@ -65,8 +65,9 @@ def parse_yaml(text: str | bytes, source: str) -> Any:
         raise ManifestError(source, [f"{source}: YAML error: {e}"]) from None
 
 
-def validate(model: type[M], data: Any, source: str) -> M:
-    """Validates ``data`` against ``model``; every error becomes one readable line."""
+def validate(model: type[M], data: Any, source: str, *, cluster: bool = False) -> M:
+    """Validates ``data`` against ``model``; every error becomes one readable line. ``cluster``:
+    as the API server does for a job run in pods (``contracts.streamjob.CLUSTER_CONTEXT``)."""
     if not isinstance(data, dict):
         kind = model.__name__
         raise ManifestError(source, [f"{source}: expected a {kind} mapping, got {_show(data)}"])
@@ -77,7 +78,7 @@ def validate(model: type[M], data: Any, source: str) -> M:
             source, [f"{source}: {k}: required ({want[k]})" for k in missing]
         )
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={CLUSTER_CONTEXT: cluster})
     except ValidationError as e:
         raise ManifestError(source, error_lines(model, e, source)) from None
 
@@ -111,8 +112,9 @@ MANIFEST_KINDS: dict[str, type[StreamJob] | type[ScalingPolicy]] = {
 """Every kind a manifest file may hold, by its ``kind``."""
 
 
-def load_manifest(path: str | Path) -> StreamJob | ScalingPolicy:
-    """A StreamJob or a ScalingPolicy, chosen by the file's ``kind`` (``validate`` uses it)."""
+def load_manifest(path: str | Path, *, cluster: bool = False) -> StreamJob | ScalingPolicy:
+    """A StreamJob or a ScalingPolicy, chosen by the file's ``kind`` (``validate`` uses it);
+    ``cluster``: checked as the API server checks what it runs in pods."""
     source = str(path)
     data = read_yaml(path)
     kind = data.get("kind") if isinstance(data, dict) else None
@@ -120,7 +122,7 @@ def load_manifest(path: str | Path) -> StreamJob | ScalingPolicy:
     if model is None:
         known = " or ".join(MANIFEST_KINDS)
         raise ManifestError(source, [f"{source}: kind ({_show(kind)}): must be {known}"])
-    return validate(model, data, source)
+    return validate(model, data, source, cluster=cluster)
 
 
 def _problem(model: type[BaseModel], err: Any) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, model_validator
 
 from contracts.api import Model, ObjectMeta, SpecModel, cel
 from contracts.history import ScalingHistory
@@ -95,7 +95,7 @@ class CheckpointVolume(SpecModel):
         description="PersistentVolumeClaim in the job's namespace (ReadWriteMany).",
     )
     mount_path: str = Field(
-        pattern=r"^/.+",
+        pattern=r"^/.+", max_length=1024,
         description="Where it is mounted in the driver and executor pods (absolute path).",
     )
 
@@ -105,16 +105,24 @@ class Checkpoint(SpecModel):
     there, and a job pointed elsewhere would silently start from nothing.
 
     In a cluster (managed mode) the driver and every executor read and write it, and it must
-    outlive every pod: mount a shared claim (``volume``) under ``location``. A bare path is
-    not refused yet: in a cluster it would leave state on the pods' own disks, lost with them.
-    Locally (``runner --job``) a plain directory is fine.
+    outlive every pod: mount a shared claim (``volume``) under ``location``, or give a URI of a
+    store every pod reaches (``s3a://``, ``hdfs://``, ...). A bare path is refused there (the
+    API server's CEL rule, the controller's ``CheckpointNotShared``): it would leave state on
+    the pods' own disks, lost with them. Locally (``runner --job``) a plain directory is fine.
     """
 
     model_config = ConfigDict(
-        json_schema_extra=cel(("self.location == oldSelf.location", "location is immutable"))
+        json_schema_extra=cel(
+            ("self.location == oldSelf.location", "location is immutable"),
+            ("!has(self.volume) || (self.location + '/').startsWith("
+             "self.volume.mountPath.endsWith('/') ? self.volume.mountPath : "
+             "self.volume.mountPath + '/')",
+             "location must lie under volume.mountPath: the checkpoint lives on the shared claim"),
+        )
     )
 
-    location: str = Field(min_length=1, description="Checkpoint directory (path or URI).")
+    location: str = Field(
+        min_length=1, max_length=1024, description="Checkpoint directory (path or URI).")
     volume: CheckpointVolume | None = Field(
         default=None,
         description="Shared claim mounted in the driver and executor pods; location must lie "
@@ -132,8 +140,25 @@ class Checkpoint(SpecModel):
 
     @property
     def shared(self) -> bool:
-        """Whether every pod of a managed job can read and write it."""
-        return self.volume is not None
+        """Whether every pod of a managed job can read and write it: a mounted claim, or a URI
+        of a store reached over the network (any scheme but ``file``)."""
+        return self.volume is not None or shared_uri(self.location)
+
+
+URI_SCHEME = r"^[A-Za-z][A-Za-z0-9+.-]*://"
+"""A location with a Hadoop file system scheme (RE2 and Python alike: the CRD's CEL uses it)."""
+
+
+def shared_uri(location: str) -> bool:
+    """A checkpoint URI every pod reaches (``s3a://``, ``hdfs://``, ``gs://``, ``abfss://``):
+    any Hadoop file system but the pod's own disk (``file:``, or no scheme)."""
+    return bool(re.match(URI_SCHEME, location)) and not location.startswith("file:")
+
+
+CLUSTER_CONTEXT = "in_cluster"
+"""Validation context key: validate as the API server does for a job it runs in pods
+(``StreamJob.model_validate(doc, context={CLUSTER_CONTEXT: True})``), where the CRD's CEL
+rules hold; a local ``runner --job`` may checkpoint to a plain directory."""
 
 
 def _under(path: str, mount: str) -> bool:
@@ -223,6 +248,13 @@ class PolicyRef(SpecModel):
     name: str = Field(default="default", description="ScalingPolicy name.")
 
 
+NOT_SHARED = (
+    "a managed job's checkpoint must be shared by the driver and every executor pod and outlive "
+    "them: set checkpoint.volume (a ReadWriteMany claim mounted over location) or a location "
+    "URI such as s3a://bucket/path; a bare path would keep state on each pod's own disk"
+)
+
+
 class StreamJobSpec(SpecModel):
     """What to run and under which policy."""
 
@@ -235,6 +267,10 @@ class StreamJobSpec(SpecModel):
             ("has(self.application) || (has(self.source) && has(self.pipeline) && "
              "has(self.sink))",
              "a pipeline job needs source, pipeline and sink"),
+            ("has(self.attach) || has(self.checkpoint.volume) || "
+             "(self.checkpoint.location.matches('" + URI_SCHEME + "') && "
+             "!self.checkpoint.location.startsWith('file:'))",
+             NOT_SHARED),
         )
     )
 
@@ -273,6 +309,14 @@ class StreamJobSpec(SpecModel):
             raise ValueError(
                 f"a pipeline job needs source, pipeline and sink (missing: {', '.join(missing)}); "
                 "or run your own PySpark job with application.script / application.module")
+        return self
+
+    @model_validator(mode="after")
+    def _shared_checkpoint(self, info: ValidationInfo) -> StreamJobSpec:
+        """In a cluster a managed job's checkpoint must be one every pod reads and writes."""
+        cluster = bool(info.context and info.context.get(CLUSTER_CONTEXT))
+        if cluster and self.attach is None and not self.checkpoint.shared:
+            raise ValueError(f"checkpoint.location ({self.checkpoint.location}): {NOT_SHARED}")
         return self
 
     @property

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from contracts.manifests import error_lines
 from contracts.policy import ScalingPolicy, ScalingPolicySpec
 from contracts.runner_api import Phase
-from contracts.streamjob import StreamJob
+from contracts.streamjob import CLUSTER_CONTEXT, StreamJob
 from controller.adapters.prometheus import SnapshotSource
 from controller.adapters.promql import Window
 from controller.adapters.runner_client import RunnerClient
@@ -150,7 +150,8 @@ class Reconciler:
 
     def _parse(self, key: Key, obj: Obj) -> tuple[StreamJob, ScalingPolicySpec]:
         try:
-            job = StreamJob.model_validate({k: v for k, v in obj.items() if k != "status"})
+            job = StreamJob.model_validate({k: v for k, v in obj.items() if k != "status"},
+                                           context={CLUSTER_CONTEXT: True})
         except ValidationError as e:
             raise Degraded("SpecInvalid", _problems(StreamJob, e)) from None
         ref = job.spec.policy_ref.name

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts.manifests import ManifestError, load_manifest
 from tests.integration.k8s.k8s_tier import REPO, Tool
 
 pytestmark = pytest.mark.k8s
@@ -63,6 +64,29 @@ def test_valid_samples_are_accepted(kubectl: Tool, crds: list[str], namespace: s
     got = kubectl.json("get", "sj", "burst-count", "-n", namespace)
     assert got["spec"]["source"]["type"] == "burst"
     assert got["metadata"]["generation"] == 1
+
+
+@pytest.mark.parametrize("checkpoint", [
+    {"location": "s3a://checkpoints/shared-s3a"},
+    {"location": "hdfs://namenode:8020/checkpoints/shared-hdfs"},
+    {"location": "/checkpoints", "volume": {"claimName": "ck", "mountPath": "/checkpoints/"}},
+], ids=["s3a", "hdfs", "the-mount-itself"])
+def test_a_shared_checkpoint_is_accepted(
+    kubectl: Tool, crds: list[str], namespace: str, checkpoint: Doc
+) -> None:
+    name = "shared-" + checkpoint["location"].split(":")[0].strip("/").replace("/", "-")
+    apply(kubectl, namespace, _set("spec.checkpoint", checkpoint)(streamjob(name[:40])))
+
+
+def test_an_attached_job_keeps_a_bare_checkpoint_path(
+    kubectl: Tool, crds: list[str], namespace: str
+) -> None:
+    """Attached: the runner runs elsewhere (a VM, a laptop) and its checkpoint is its own."""
+    doc = _set("spec.checkpoint", {"location": "/data/checkpoints/attached"})(
+        streamjob("attached-bare"))
+    doc["spec"]["attach"] = {"controlUrl": "http://runner:8081", "metricsUrl":
+                             "http://runner:9108/metrics"}
+    apply(kubectl, namespace, doc)
 
 
 def _set(path: str, value: Any) -> Callable[[Doc], Doc]:
@@ -152,6 +176,25 @@ INVALID = [
     ),
     pytest.param(
         streamjob,
+        _set("spec.checkpoint", {"location": "/var/lib/stream-autoscaler/checkpoints/j"}),
+        ["spec", "checkpoint must be shared by the driver and every executor pod"],
+        id="job-managed-checkpoint-not-shared-cel",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.checkpoint", {"location": "file:///checkpoints/j"}),
+        ["spec", "checkpoint must be shared by the driver and every executor pod"],
+        id="job-managed-checkpoint-file-uri-cel",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.checkpoint", {"location": "/elsewhere/j", "volume": {
+            "claimName": "checkpoints", "mountPath": "/checkpoints"}}),
+        ["spec.checkpoint", "location must lie under volume.mountPath"],
+        id="job-checkpoint-outside-its-volume-cel",
+    ),
+    pytest.param(
+        streamjob,
         _set("spec.executors.memory", "lots"),
         ["spec.executors.memory"],
         id="job-pattern",
@@ -197,7 +240,8 @@ def test_server_side_strict_field_validation(
 
 def test_checkpoint_location_is_immutable(kubectl: Tool, crds: list[str], namespace: str) -> None:
     apply(kubectl, namespace, streamjob("immutable"))
-    moved = _set("spec.checkpoint.location", "/elsewhere")(streamjob("immutable"))
+    moved = _set("spec.checkpoint.location", "/var/lib/stream-autoscaler/checkpoints/elsewhere")(
+        streamjob("immutable"))
     result = apply(kubectl, namespace, moved, check=False)
     assert result.returncode != 0, "the checkpoint location changed on a live job"
     assert "spec.checkpoint" in result.stderr
@@ -288,9 +332,25 @@ SAMPLE_FILES = sorted(SAMPLES.glob("*.yaml"))
 
 
 @pytest.mark.parametrize("sample", SAMPLE_FILES, ids=[f.name for f in SAMPLE_FILES])
-def test_every_sample_is_accepted_by_the_api_server(
+def test_every_sample_gets_the_same_verdict_from_the_api_server_and_validate_cluster(
     kubectl: Tool, crds: list[str], sample: Path
 ) -> None:
-    """One manifest, two places: what the local runner reads, the API server accepts as is."""
-    out = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", str(sample))
-    assert "(server dry run)" in out.stdout
+    """One manifest, two places. The local samples (``runner --job``) checkpoint to a plain
+    directory: the API server refuses them as managed jobs (their state would stay on the pods'
+    own disks), and so does ``validate --cluster``; the cluster samples (``streamjob-*``) mount
+    the shared claim and both accept them."""
+    out = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", str(sample),
+                  check=False)
+    try:
+        load_manifest(sample, cluster=True)
+        ours = None
+    except ManifestError as e:
+        ours = "\n".join(e.problems)
+    if sample.name.startswith("streamjob-") or "kind: ScalingPolicy" in sample.read_text():
+        assert ours is None, ours
+    if ours is None:
+        assert out.returncode == 0 and "(server dry run)" in out.stdout, out.stderr
+    else:
+        assert out.returncode != 0, f"the API server accepted what --cluster refuses: {ours}"
+        assert "checkpoint must be shared by the driver and every executor pod" in out.stderr
+        assert "checkpoint must be shared by the driver and every executor pod" in ours

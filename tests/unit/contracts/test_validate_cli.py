@@ -59,3 +59,21 @@ def test_a_bad_file_exits_1_naming_file_and_field(
     assert f"{good}: ok" in captured.out
     assert any(line.startswith(str(bad)) and expected in line
                for line in captured.err.splitlines()), captured.err
+
+
+def test_cluster_checks_a_managed_checkpoint_as_the_api_server_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``validate --cluster``: the shipped cluster samples pass; a managed job whose checkpoint
+    is a bare path (fine for ``runner --job``) is refused naming the file and the field."""
+    cluster = sorted(map(str, REPO.glob("k8s/samples/streamjob-*.yaml")))
+    assert len(cluster) >= 2
+    assert main(["validate", "--cluster", *cluster]) == 0
+    local = tmp_path / "local.yaml"
+    local.write_text((REPO / "k8s" / "samples" / "wordcount.yaml").read_text())
+    assert main(["validate", str(local)]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--cluster", str(local)]) == 1
+    err = capsys.readouterr().err
+    assert f"{local}: spec: checkpoint.location (/tmp/stream-autoscaler/wordcount/checkpoint): " \
+           "a managed job's checkpoint must be shared" in err, err

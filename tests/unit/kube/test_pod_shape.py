@@ -8,7 +8,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from contracts.streamjob import StreamJob
+from contracts.manifests import error_lines
+from contracts.streamjob import CLUSTER_CONTEXT, NOT_SHARED, StreamJob
 from controller.kube import resources
 from controller.kube.settings import ManagedSettings
 from tests.realcomponents import REPO
@@ -72,7 +73,8 @@ def test_the_checkpoint_claim_is_mounted_at_one_path_in_driver_and_executors() -
 
 
 def test_no_claim_no_checkpoint_volume() -> None:
-    obj, model = job()
+    """A checkpoint on an object store (every pod reaches it over the network) mounts nothing."""
+    obj, model = job(checkpoint={"location": "s3a://checkpoints/wc"})
     pod = resources.driver_pod(obj, model, ManagedSettings(), executors=1, max_executors=2)
     assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest"]
     assert not any(k.startswith(PVC) for k in conf_of(model, obj))
@@ -154,3 +156,36 @@ def test_a_script_in_the_image_mounts_nothing_more() -> None:
     model = StreamJob.model_validate(doc)
     pod = resources.driver_pod(doc, model, ManagedSettings(), executors=1, max_executors=2)
     assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest", "checkpoint"]
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "attach", "refused"),
+    [
+        ({"location": "/var/lib/checkpoints/wc"}, False, True),
+        ({"location": "file:///var/lib/checkpoints/wc"}, False, True),
+        ({"location": "s3a://checkpoints/wc"}, False, False),
+        ({"location": "hdfs://namenode:8020/checkpoints/wc"}, False, False),
+        ({"location": "/ck/wc", "volume": {"claimName": "ck", "mountPath": "/ck"}}, False, False),
+        ({"location": "/var/lib/checkpoints/wc"}, True, False),
+    ],
+    ids=["bare-path", "file-uri", "s3a", "hdfs", "shared-claim", "attached"],
+)
+def test_in_a_cluster_a_managed_checkpoint_must_be_shared(
+    checkpoint: dict[str, Any], attach: bool, refused: bool
+) -> None:
+    """The CRD's CEL rule, mirrored: validated for a cluster, a managed job whose checkpoint no
+    executor pod can share is refused naming the field; outside a cluster (``runner --job``)
+    the same manifest is a local job and a plain directory is fine."""
+    doc, _ = job()
+    doc = {**doc, "spec": {**doc["spec"], "checkpoint": checkpoint}}
+    if attach:
+        doc["spec"]["attach"] = {"controlUrl": "http://runner:8081",
+                                 "metricsUrl": "http://runner:9108/metrics"}
+    assert StreamJob.model_validate(doc).spec.checkpoint.location == checkpoint["location"]
+    if not refused:
+        StreamJob.model_validate(doc, context={CLUSTER_CONTEXT: True})
+        return
+    with pytest.raises(ValidationError) as e:
+        StreamJob.model_validate(doc, context={CLUSTER_CONTEXT: True})
+    lines = error_lines(StreamJob, e.value)
+    assert lines == [f"spec: checkpoint.location ({checkpoint['location']}): {NOT_SHARED}"], lines

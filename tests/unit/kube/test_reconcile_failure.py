@@ -8,9 +8,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import yaml
+
 from controller.kube.controller_metrics import ControllerMetrics
-from controller.kube.reconciler import Reconciler
+from controller.kube.reconciler import FINALIZER, Reconciler
 from controller.kube.settings import ControllerSettings
+from tests.realcomponents import REPO
 
 KEY = ("jobs", "wc")
 JOB: dict[str, Any] = {"apiVersion": "stream-autoscaler.io/v1alpha1", "kind": "StreamJob",
@@ -53,3 +56,29 @@ def test_a_job_gone_meanwhile_is_left_alone() -> None:
                    lambda k, t: None, ControllerMetrics())  # type: ignore[arg-type,return-value]
     r.report_failure(KEY, RuntimeError("boom"))
     assert api.status == {} and api.events == []
+
+
+class FinalizedApi(StandInApi):
+    """Holds the finalizer already; creating anything (``ensure``) is a failure of the test."""
+
+    def set_finalizer(self, obj: dict[str, Any], present: bool) -> dict[str, Any]:
+        return obj
+
+
+def test_a_managed_job_with_a_bare_checkpoint_path_is_degraded_and_nothing_is_made() -> None:
+    """An object the API server accepted before the CRD's shared-checkpoint rule (or with the
+    CRD's rules off) is refused by the controller, naming the field: no Secret, no driver pod,
+    status and one Event only."""
+    sample = yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-burst.yaml").read_text())
+    job = copy.deepcopy(JOB)
+    job["metadata"]["finalizers"] = [FINALIZER]
+    job["spec"] = {**sample["spec"], "checkpoint": {"location": "/data/checkpoints/wc"}}
+    api = FinalizedApi()
+    r = Reconciler(api, ControllerSettings(), lambda k: job, lambda k: None,  # type: ignore[arg-type]
+                   lambda k, t: None, ControllerMetrics(), clock=lambda: 1_000.0)  # type: ignore[arg-type,return-value]
+    assert r.reconcile(KEY) == ControllerSettings().default_interval_seconds
+    degraded = next(c for c in api.status["conditions"] if c["type"] == "Degraded")
+    assert degraded["reason"] == "SpecInvalid", degraded
+    assert "spec: checkpoint.location (/data/checkpoints/wc): a managed job's checkpoint must " \
+           "be shared by the driver and every executor pod" in degraded["message"]
+    assert [e[1] for e in api.events] == ["SpecInvalid"]
