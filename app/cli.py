@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     val_all.add_argument(
         "--cluster", action="store_true",
         help="check StreamJobs as the API server does for jobs run in pods (managed: the "
-             "checkpoint on a shared claim or a URI such as s3a://)")
+             "checkpoint on a shared claim)")
     val_all.set_defaults(handler=_validate)
 
     pol = sub.add_parser("policy", help="validate policies or print their JSON Schema")

@@ -105,10 +105,11 @@ class Checkpoint(SpecModel):
     there, and a job pointed elsewhere would silently start from nothing.
 
     In a cluster (managed mode) the driver and every executor read and write it, and it must
-    outlive every pod: mount a shared claim (``volume``) under ``location``, or give a URI of a
-    store every pod reaches (``s3a://``, ``hdfs://``, ...). A bare path is refused there (the
-    API server's CEL rule, the controller's ``CheckpointNotShared``): it would leave state on
-    the pods' own disks, lost with them. Locally (``runner --job``) a plain directory is fine.
+    outlive every pod: mount a shared claim (``volume``) under ``location``. Without one it is
+    refused there (the API server's CEL rule; the controller's ``SpecInvalid`` for an object that
+    predates it): state would stay on the pods' own disks, lost with them. Locally
+    (``runner --job``) a plain directory is fine. Object stores (``s3a://``) are not supported
+    yet: the runner's checkpoint tools (inspect, lock, rollback, repartition) read a file system.
     """
 
     model_config = ConfigDict(
@@ -140,19 +141,8 @@ class Checkpoint(SpecModel):
 
     @property
     def shared(self) -> bool:
-        """Whether every pod of a managed job can read and write it: a mounted claim, or a URI
-        of a store reached over the network (any scheme but ``file``)."""
-        return self.volume is not None or shared_uri(self.location)
-
-
-URI_SCHEME = r"^[A-Za-z][A-Za-z0-9+.-]*://"
-"""A location with a Hadoop file system scheme (RE2 and Python alike: the CRD's CEL uses it)."""
-
-
-def shared_uri(location: str) -> bool:
-    """A checkpoint URI every pod reaches (``s3a://``, ``hdfs://``, ``gs://``, ``abfss://``):
-    any Hadoop file system but the pod's own disk (``file:``, or no scheme)."""
-    return bool(re.match(URI_SCHEME, location)) and not location.startswith("file:")
+        """Whether every pod of a managed job can read and write it: a claim mounted in all."""
+        return self.volume is not None
 
 
 CLUSTER_CONTEXT = "in_cluster"
@@ -250,8 +240,8 @@ class PolicyRef(SpecModel):
 
 NOT_SHARED = (
     "a managed job's checkpoint must be shared by the driver and every executor pod and outlive "
-    "them: set checkpoint.volume (a ReadWriteMany claim mounted over location) or a location "
-    "URI such as s3a://bucket/path; a bare path would keep state on each pod's own disk"
+    "them: set checkpoint.volume (a ReadWriteMany claim, mounted at the same path in every pod, "
+    "with location under its mountPath); a path on no claim would keep state on each pod's disk"
 )
 
 
@@ -267,10 +257,7 @@ class StreamJobSpec(SpecModel):
             ("has(self.application) || (has(self.source) && has(self.pipeline) && "
              "has(self.sink))",
              "a pipeline job needs source, pipeline and sink"),
-            ("has(self.attach) || has(self.checkpoint.volume) || "
-             "(self.checkpoint.location.matches('" + URI_SCHEME + "') && "
-             "!self.checkpoint.location.startsWith('file:'))",
-             NOT_SHARED),
+            ("has(self.attach) || has(self.checkpoint.volume)", NOT_SHARED),
         )
     )
 
