@@ -31,7 +31,16 @@ from contracts.streamjob import CLUSTER_CONTEXT, StreamJob
 from controller.adapters.prometheus import SnapshotSource
 from controller.adapters.promql import Window
 from controller.adapters.runner_client import RunnerClient
-from controller.core import Action, Decision, MetricsSnapshot, evaluate, log_fields
+from controller.core import (
+    Action,
+    Decision,
+    MetricsSnapshot,
+    action_entry,
+    evaluate,
+    log_fields,
+)
+from controller.core.failure import recover
+from controller.core.inputs import Inputs
 from controller.errors import ControllerError
 from controller.kube import resources
 from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
@@ -241,6 +250,17 @@ class Reconciler:
         executors = (draft.doc.get("executors") or {}).get("target") or min(
             max(start, b.min), b.max
         )
+        pod = self.api.read_pod(key[0], names.driver)
+        pod_phase = ((pod or {}).get("status") or {}).get("phase")
+        recovery: Decision | None = None
+        if pod is None and draft.doc.get("lastCommittedBatch") is not None and (
+            (intent := draft.intent()) is None or intent.action != Action.RECOVER.value
+        ):
+            # the driver pod vanished (deleted, evicted, its node lost) with no recovery of ours
+            # in flight: recovery as scale-out, sized by the engine to drain the outage
+            recovery = recovery_from_status(draft, policy, key[1])
+            if recovery.enforced and recovery.target_executors is not None:
+                executors = recovery.target_executors
         manifest = resources.runner_manifest(job, names, s, executors)
         want = resources.config_map(obj, manifest, s)
         cm = self.api.ensure("ConfigMap", key[0], want)
@@ -249,8 +269,6 @@ class Reconciler:
             self.api.update_config_map_data(key[0], names.config_map, data)
         self.api.ensure("Service", key[0], resources.service(obj, s))
         self.api.ensure("NetworkPolicy", key[0], network_policy(obj, s))
-        pod = self.api.read_pod(key[0], names.driver)
-        pod_phase = ((pod or {}).get("status") or {}).get("phase")
         if pod is None or pod_phase in ("Failed", "Succeeded"):
             recovering = pod is not None or draft.doc.get("lastCommittedBatch") is not None
             if pod is not None:  # ended: remove it; the next pass starts a new one
@@ -274,10 +292,17 @@ class Reconciler:
             draft.target(executors=executors)
             draft.condition("Ready", "False", "DriverStarting",
                             f"driver pod {names.driver} created with {executors} executor(s)")
+            if recovery is not None:
+                draft.decided(recovery)
+                if recovery.enforced:  # in the history: the restart budget, the cooldown
+                    draft.set_history(draft.history().add(
+                        action_entry(recovery, draft.now, draft.doc.get("processedRate")),
+                        draft.now, STATUS_HISTORY))
             if recovering:
+                why = f": {recovery.message}" if recovery is not None else ""
                 self._event(obj, "Warning", "RecoverFromFailure",
                             f"driver pod {names.driver} was gone; recreated from the latest "
-                            f"checkpoint with {executors} executor(s)")
+                            f"checkpoint with {executors} executor(s){why}")
             return None
         if pod_phase != "Running":
             draft.phase("Pending")
@@ -432,6 +457,24 @@ class Reconciler:
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def recovery_from_status(draft: StatusDraft, policy: ScalingPolicySpec, job: str) -> Decision:
+    """The engine's recovery (``controller.core.failure.recover``) for a driver pod that is
+    gone: what status last observed (arrival rate, backlog and its age, executors) stands for
+    the job's last snapshot, with the driver down; the history says what each executor
+    delivered. Sized to drain the backlog plus what arrives during the restart within
+    ``lag.catchUpSeconds``; with nothing measured yet, the last size."""
+    doc = draft.doc
+    execs = doc.get("executors") or {}
+    snap = MetricsSnapshot(
+        job=job, observed_at=draft.now, driver_up=False,
+        arrival_rate=doc.get("inputRate"), processed_rate=doc.get("processedRate"),
+        backlog_records=doc.get("backlogRecords"), backlog_age_seconds=doc.get("lagSeconds"),
+        executors=execs.get("current"), target_executors=execs.get("target"),
+        last_committed_batch=doc.get("lastCommittedBatch"),
+    )
+    return recover(Inputs(snap, policy, draft.history(), draft.now))
 
 
 def _problems(model: type[StreamJob] | type[ScalingPolicy], e: ValidationError) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 import urllib.request
 from collections.abc import Callable
@@ -226,6 +227,16 @@ def kill_driver_and_recover(story: Story, figures: dict[str, Any]) -> RunnerStat
     story.kubectl("delete", "pod", old["metadata"]["name"], "-n", story.ns, "--grace-period=1")
     story.mark("deleted the driver pod")
     story.wait("RecoverFromFailure", lambda: "RecoverFromFailure" in story.reasons(), 120)
+    # sized by the engine from what status last saw (arrival, backlog) and what each executor
+    # delivered, to drain the outage within catchUpSeconds, not restarted at the last size
+    message = figures["recovery_event"] = next(
+        e["message"] for e in events(story.kubectl, story.ns, story.job)
+        if e["reason"] == "RecoverFromFailure")
+    sized = re.search(r"with (\d+) executor\(s\): .*need [\d,]+ records/s to drain [\d,]+ "
+                      r"records within", message)
+    assert sized, message
+    assert (status(story.kubectl, story.ns, story.job).get("executors") or {}).get(
+        "target") == int(sized.group(1)), message
     new = story.wait("a new driver pod runs", lambda: next(
         (p for p in story.pods("spark-role=driver")
          if p["metadata"]["uid"] != old["metadata"]["uid"]

@@ -1,0 +1,59 @@
+"""A driver pod that vanished (deleted, evicted, its node lost) is recreated sized by the
+engine's recovery (``controller.core.failure.recover``) from what status last observed: enough
+executors to drain the backlog and what arrives during the restart within
+``lag.catchUpSeconds`` — not at the last size (issue #16 item 7). The real-pod stories check the
+same on a real node (tests/integration/node/pods.py::kill_driver_and_recover)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from contracts.manifests import load_policy
+from contracts.policy import ScalingPolicySpec
+from controller.core import Action
+from controller.kube.reconciler import recovery_from_status
+from controller.kube.status import StatusDraft
+from tests.realcomponents import REPO
+
+NOW = 10_000.0
+POLICY = load_policy(REPO / "policies" / "default.yaml").spec
+
+
+def status(history: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"inputRate": 6_000.0, "processedRate": 6_100.0, "backlogRecords": 300_000.0,
+            "lagSeconds": 4.0, "executors": {"current": 2, "target": 2},
+            "lastCommittedBatch": 40, "history": {"entries": history}}
+
+
+def draft(doc: dict[str, Any]) -> StatusDraft:
+    return StatusDraft.from_object({"metadata": {"generation": 1}, "status": doc}, NOW)
+
+
+SCALED = [{"time": NOW - 120, "kind": "action", "action": "scale", "executors": 2,
+           "reason": "ScaleOut", "rateBefore": 3_000.0, "expectedRate": 8_000.0}]
+
+
+def test_sized_to_drain_the_backlog_and_the_restart_within_the_catch_up_time() -> None:
+    d = recovery_from_status(draft(status(SCALED)), POLICY, "wc")
+    per_executor = 8_000.0 / 2
+    backlog = 300_000.0 + 6_000.0 * POLICY.partitions.restart_seconds
+    required = 6_000.0 + backlog / POLICY.lag.catch_up_seconds
+    want = min(max(math.ceil(required / per_executor), POLICY.executors.min),
+               POLICY.executors.max)
+    assert d.action is Action.RECOVER and d.enforced
+    assert d.target_executors == want and want > 2, (d.target_executors, want)
+    assert f"need {required:,.0f} records/s to drain {backlog:,.0f} records within " \
+           f"{POLICY.lag.catch_up_seconds:g} s" in d.message, d.message
+
+
+def test_with_nothing_measured_the_last_size() -> None:
+    d = recovery_from_status(draft(status([])), POLICY, "wc")
+    assert d.target_executors == 2
+    assert "no measured capacity yet: restarting at the last size" in d.message
+
+
+def test_a_policy_that_only_recommends_does_not_enforce_the_size() -> None:
+    observe: ScalingPolicySpec = POLICY.model_copy(update={"mode": "recommend"})
+    d = recovery_from_status(draft(status(SCALED)), observe, "wc")
+    assert not d.enforced
