@@ -1,7 +1,7 @@
 # One image for the controller (`stream-autoscaler controller`), the Spark drivers' runner
 # (`stream-autoscaler runner --job ...`) and Spark on Kubernetes' executor pods (container args
 # `executor`, see docker/entrypoint.sh): Python 3.11, Java 17 JRE, PySpark, Spark's Kafka
-# connector and the project.
+# connector, S3A (hadoop-aws, AWS SDK) and the project.
 #   docker build -t stream-autoscaler:dev .        (hack/kind/load-image.sh does this)
 #   make image      (hack/image/build.sh: the same file on a debootstrap'd Debian base, no registry)
 # No `# syntax=` line: it would pull a frontend image from Docker Hub; the builtin BuildKit
@@ -34,14 +34,17 @@ RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
  && /opt/venv/bin/pip install --no-deps . && /opt/venv/bin/python -m compileall -q /opt/venv
 
-# --- connector: Spark's Kafka connector from Maven Central, each jar's SHA-256 pinned ------------
-# A user's Kafka job needs it in the driver and executor pods, which have no registry to fetch
-# `--packages` from. The runner puts the directory on spark.jars (STREAM_AUTOSCALER_KAFKA_JARS).
+# --- connector: Spark's Kafka connector and S3A from Maven Central, each jar's SHA-256 pinned ----
+# A user's Kafka job needs the connector, a job checkpointed on s3a:// needs hadoop-aws and the
+# AWS SDK (13 MB), in the driver and executor pods, which have no registry to fetch `--packages`
+# from. The runner puts each directory on spark.jars when the job needs it
+# (STREAM_AUTOSCALER_KAFKA_JARS, STREAM_AUTOSCALER_S3A_JARS).
 FROM ${PYTHON_IMAGE} AS connector
-COPY docker/spark-kafka-jars.txt docker/fetch_jars.py /tmp/
+COPY docker/spark-kafka-jars.txt docker/s3a-jars.txt docker/fetch_jars.py /tmp/
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export SSL_CERT_FILE=/run/secrets/ca-bundle; fi \
- && python /tmp/fetch_jars.py /tmp/spark-kafka-jars.txt /opt/jars/kafka
+ && python /tmp/fetch_jars.py /tmp/spark-kafka-jars.txt /opt/jars/kafka \
+ && python /tmp/fetch_jars.py /tmp/s3a-jars.txt /opt/jars/s3a
 
 # --- runtime ----------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS runtime
@@ -63,6 +66,7 @@ COPY examples /opt/stream-autoscaler/examples
 COPY docker/entrypoint.sh /usr/local/bin/entrypoint.sh
 ENV PATH=/opt/venv/bin:$PATH \
     STREAM_AUTOSCALER_KAFKA_JARS=/opt/stream-autoscaler/jars/kafka \
+    STREAM_AUTOSCALER_S3A_JARS=/opt/stream-autoscaler/jars/s3a \
     JAVA_HOME=/opt/java \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -100,16 +100,39 @@ class CheckpointVolume(SpecModel):
     )
 
 
+OBJECT_STORE_PREFIX = "s3a://"
+"""A checkpoint location on an object store (Hadoop's S3A file system): shared by every pod
+and outliving them without a claim."""
+CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+"""The keys of ``checkpoint.credentials.secretName``: given to the driver and executor pods as
+these environment variables, which Hadoop's S3A default credential chain and the runner's
+checkpoint tools (pyarrow) both read."""
+
+
+class CheckpointCredentials(SpecModel):
+    """Where the pods find the object store's credentials (never in the manifest itself)."""
+
+    secret_name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Secret in the job's namespace with the keys AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, set as those environment variables in the driver and executor "
+        "pods.",
+    )
+
+
 class Checkpoint(SpecModel):
     """Where the query keeps offsets, commits and state (RocksDB). Immutable: the state lives
     there, and a job pointed elsewhere would silently start from nothing.
 
     In a cluster (managed mode) the driver and every executor read and write it, and it must
-    outlive every pod: mount a shared claim (``volume``) under ``location``. Without one it is
-    refused there (the API server's CEL rule; the controller's ``SpecInvalid`` for an object that
-    predates it): state would stay on the pods' own disks, lost with them. Locally
-    (``runner --job``) a plain directory is fine. Object stores (``s3a://``) are not supported
-    yet: the runner's checkpoint tools (inspect, lock, rollback, repartition) read a file system.
+    outlive every pod: mount a shared claim (``volume``) under ``location``, or put it on an
+    object store (``s3a://BUCKET/path``; the endpoint and other ``fs.s3a`` settings in
+    ``spark.conf`` as ``spark.hadoop.fs.s3a.*``, the keys in the Secret ``credentials`` names).
+    Without either it is refused there (the API server's CEL rule; the controller's
+    ``SpecInvalid`` for an object that predates it): state would stay on the pods' own disks,
+    lost with them. Locally (``runner --job``) a plain directory is fine.
     """
 
     model_config = ConfigDict(
@@ -119,15 +142,23 @@ class Checkpoint(SpecModel):
              "self.volume.mountPath.endsWith('/') ? self.volume.mountPath : "
              "self.volume.mountPath + '/')",
              "location must lie under volume.mountPath: the checkpoint lives on the shared claim"),
+            (f"!has(self.credentials) || self.location.startsWith('{OBJECT_STORE_PREFIX}')",
+             "credentials are for a checkpoint on an object store (an s3a:// location)"),
         )
     )
 
     location: str = Field(
-        min_length=1, max_length=1024, description="Checkpoint directory (path or URI).")
+        min_length=1, max_length=1024,
+        description="Checkpoint directory: a path, or s3a://BUCKET/path on an object store.")
     volume: CheckpointVolume | None = Field(
         default=None,
         description="Shared claim mounted in the driver and executor pods; location must lie "
         "under its mountPath.",
+    )
+    credentials: CheckpointCredentials | None = Field(
+        default=None,
+        description="The object store's keys, from a Secret (s3a:// locations only; without it "
+        "the pods' own credential chain is used, e.g. a workload identity).",
     )
 
     @model_validator(mode="after")
@@ -137,12 +168,22 @@ class Checkpoint(SpecModel):
                 f"location ({self.location}) must lie under volume.mountPath "
                 f"({self.volume.mount_path}): the checkpoint lives on the shared claim"
             )
+        if self.credentials is not None and not self.on_object_store:
+            raise ValueError(
+                f"checkpoint.credentials are for a checkpoint on an object store (an s3a:// "
+                f"location), not {self.location}"
+            )
         return self
 
     @property
+    def on_object_store(self) -> bool:
+        return self.location.startswith(OBJECT_STORE_PREFIX)
+
+    @property
     def shared(self) -> bool:
-        """Whether every pod of a managed job can read and write it: a claim mounted in all."""
-        return self.volume is not None
+        """Whether every pod of a managed job can read and write it: a claim mounted in all,
+        or an object store."""
+        return self.volume is not None or self.on_object_store
 
 
 CLUSTER_CONTEXT = "in_cluster"
@@ -241,7 +282,8 @@ class PolicyRef(SpecModel):
 NOT_SHARED = (
     "a managed job's checkpoint must be shared by the driver and every executor pod and outlive "
     "them: set checkpoint.volume (a ReadWriteMany claim, mounted at the same path in every pod, "
-    "with location under its mountPath); a path on no claim would keep state on each pod's disk"
+    "with location under its mountPath) or put it on an object store (s3a://BUCKET/path); a "
+    "path on no claim would keep state on each pod's disk"
 )
 
 
@@ -257,7 +299,8 @@ class StreamJobSpec(SpecModel):
             ("has(self.application) || (has(self.source) && has(self.pipeline) && "
              "has(self.sink))",
              "a pipeline job needs source, pipeline and sink"),
-            ("has(self.attach) || has(self.checkpoint.volume)", NOT_SHARED),
+            ("has(self.attach) || has(self.checkpoint.volume) || "
+             f"self.checkpoint.location.startsWith('{OBJECT_STORE_PREFIX}')", NOT_SHARED),
         )
     )
 

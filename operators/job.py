@@ -30,11 +30,8 @@ Operators and their output columns (built by :mod:`operators.pipeline`):
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from contracts.streamjob import AggregateOp, CustomOp, DeduplicateOp, JoinOp, StreamJobSpec
 from operators.errors import JobDefinitionError
@@ -198,28 +195,15 @@ def _check_checkpoint(spec: StreamJobSpec) -> None:
         )
 
 
-def _local_path(location: str) -> str | None:
-    parsed = urlparse(location)
-    if parsed.scheme in ("", "file"):
-        return parsed.path if parsed.scheme else location
-    return None
-
-
 def checkpoint_conf(location: str) -> dict[str, str]:
-    """The Spark settings recorded in a checkpoint's latest offsets file ({} if none, or not a
-    local path)."""
-    path = _local_path(location)
-    offsets = os.path.join(path, "offsets") if path else None
-    if not offsets or not os.path.isdir(offsets):
-        return {}
-    batches = [int(n) for n in os.listdir(offsets) if n.isdigit()]
-    if not batches:
-        return {}
-    with open(os.path.join(offsets, str(max(batches))), encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    """The Spark settings recorded in a checkpoint's latest offsets file ({} if none or if it
+    cannot be read: :func:`operators.state.inspect` at start says why)."""
+    from operators.state.checkpoint import batches, read_offsets
+
     try:
-        return dict(json.loads(lines[1]).get("conf", {}))
-    except (IndexError, ValueError, AttributeError):
+        ids = batches(location, "offsets")
+        return dict(read_offsets(location, ids[-1])[0].get("conf", {})) if ids else {}
+    except (OSError, ValueError, AttributeError):  # CheckpointError is a ValueError
         return {}
 
 

@@ -104,9 +104,15 @@ class JobRunner(RunnerActions):
 
     def start(self) -> None:
         """Check the checkpoint, create the session, settle executors, start the query."""
+        from operators.job import spark_conf_for
+
         loc = self.spec.checkpoint.location
+        state.configure_object_store(spark_conf_for(self.spec))  # s3a://: the job's endpoint
         info = state.inspect(loc, expected_job=self.name)  # CheckpointError: refuse, no change
         self._lock_file = state.CheckpointLock(loc)  # held until the process ends
+        if not self._lock_file.held:
+            log.info("object-store checkpoint: no lock; one driver per checkpoint is the "
+                     "deployment's (the controller runs one driver pod)", checkpoint=loc)
         removed = state.rollback_unfinished(loc)
         if removed is not None:
             log.warning("rolled back an unfinished repartition", batch=removed, checkpoint=loc)

@@ -77,7 +77,7 @@ def session_conf(spec: StreamJobSpec, options: SessionOptions) -> dict[str, str]
     }
     conf.update(spark_conf_for(spec))
     conf.update(options.extra_conf)
-    jars = kafka_jars_for(spec)
+    jars = kafka_jars_for(spec) + s3a_jars_for(spec)
     if jars:
         conf["spark.jars"] = ",".join(j for j in (conf.get("spark.jars"), *jars) if j)
     return conf
@@ -100,6 +100,16 @@ def kafka_jars_for(spec: StreamJobSpec) -> list[str]:
     if not uses_kafka(spec):
         return []
     return kafka_jars()
+
+
+def s3a_jars_for(spec: StreamJobSpec) -> list[str]:
+    """hadoop-aws and the AWS SDK jars (the image's, or the cache hack/tools/s3a/resolve.sh
+    fills) when the checkpoint is on ``s3a://``; else []. Raises ValueError naming the missing
+    jars: without them Spark fails on the first batch with "No FileSystem for scheme s3a"."""
+    from operators.s3a import s3a_jars
+    from operators.state.store import is_object_store
+
+    return s3a_jars() if is_object_store(spec.checkpoint.location) else []
 
 
 LOOPBACK_ENV = ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")

@@ -28,7 +28,7 @@ import yaml
 
 from contracts.api import GROUP_VERSION
 from contracts.runner_api import TOKEN_ENV
-from contracts.streamjob import IN_CLUSTER_MASTER, StreamJob, protected_spark_key
+from contracts.streamjob import CREDENTIAL_KEYS, IN_CLUSTER_MASTER, StreamJob, protected_spark_key
 from controller.kube.settings import ManagedSettings
 
 Obj = dict[str, Any]
@@ -135,6 +135,7 @@ def owned_spark_conf(job: StreamJob, names: Names, s: ManagedSettings) -> dict[s
         "spark.kubernetes.executor.disableConfigMap": "true",
         "spark.kubernetes.driver.service.deleteOnTermination": "false",
         **checkpoint_volume_conf(job),
+        **checkpoint_credentials_conf(job),
     }
 
 
@@ -212,6 +213,27 @@ def checkpoint_volume_conf(job: StreamJob) -> dict[str, str]:
         conf[f"{key}.mount.path"] = vol.mount_path
         conf[f"{key}.mount.readOnly"] = "false"
     return conf
+
+
+def checkpoint_credentials_conf(job: StreamJob) -> dict[str, str]:
+    """An object-store checkpoint's keys in every executor pod's environment, from the Secret
+    the job names (Spark's ``spark.kubernetes.executor.secretKeyRef.ENV=secret:key``; the
+    driver pod gets the same variables from :func:`checkpoint_credentials_env`)."""
+    creds = job.spec.checkpoint.credentials
+    if creds is None:
+        return {}
+    return {f"spark.kubernetes.executor.secretKeyRef.{key}": f"{creds.secret_name}:{key}"
+            for key in CREDENTIAL_KEYS}
+
+
+def checkpoint_credentials_env(job: StreamJob) -> list[Obj]:
+    """The driver pod's environment for an object-store checkpoint's keys (Hadoop's S3A and
+    the runner's checkpoint tools read them)."""
+    creds = job.spec.checkpoint.credentials
+    if creds is None:
+        return []
+    return [{"name": key, "valueFrom": {"secretKeyRef": {"name": creds.secret_name, "key": key}}}
+            for key in CREDENTIAL_KEYS]
 
 
 # --- Pod Security Standard "restricted" -----------------------------------------------------
@@ -361,6 +383,7 @@ def driver_pod(
                                 "secretKeyRef": {"name": names.secret, "key": TOKEN_KEY}
                             },
                         },
+                        *checkpoint_credentials_env(job),
                     ],
                     "ports": [
                         {"name": "control", "containerPort": s.control_port},

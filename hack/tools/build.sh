@@ -4,7 +4,8 @@
 #   kubelet and kube-proxy (one `go build`, so they share its compile)  (hack/tools/k8s)
 #   etcd (hack/tools/etcd), helm (hack/tools/helm), kwok (hack/tools/kwok),
 #   coredns (hack/tools/coredns), crictl (hack/tools/crictl), pause (hack/tools/pause: the real node's sandbox image)
-# and resolves the Kafka jars from Maven Central (hack/tools/kafka/resolve.sh).
+# and resolves the Kafka jars from Maven Central (hack/tools/kafka/resolve.sh), the S3A jars and
+# the moto S3 server (hack/tools/s3a/resolve.sh).
 # Binaries land in $SA_TOOLS_BIN (default ~/.cache/stream-autoscaler/bin) as <tool>-<version>.
 # A group is rebuilt only when its stamp changes: the stamp hashes the version, go.mod, go.sum,
 # main.go, the ldflags and the Go version. A warm run only compares stamps.
@@ -16,6 +17,9 @@ source "$here/versions.env"
 
 # The Kafka broker and Spark's Kafka connector: jars from Maven Central (Java + Maven, no Go).
 "$here/kafka/resolve.sh"
+# S3A for a checkpoint on s3a:// (hadoop-aws + AWS SDK jars) and moto, the local S3 server of the
+# tests (its own virtualenv from PyPI). After Kafka's: that one installs Maven when missing.
+"$here/s3a/resolve.sh"
 
 # No Go (or too old a Go) is a failure in CI; elsewhere the k8s test tier then skips and says why.
 need_go=1.26

@@ -16,7 +16,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,30 @@ def topic_offsets(raw: object) -> TopicOffsets | None:
 def topic_offsets_json(offsets: TopicOffsets) -> str:
     """Kafka offsets as the connector's ``startingOffsets``/``endingOffsets`` JSON."""
     return json.dumps({t: {str(p): int(o) for p, o in ps.items()} for t, ps in offsets.items()})
+
+
+def planned_rows(starts: Sequence[object], ends: Sequence[object]) -> float | None:
+    """Records between two offset lines of the log, summed over sources; None when any
+    source's offsets do not count records (a file source's log index)."""
+    if len(starts) != len(ends) or not ends:
+        return None
+    total = 0.0
+    for start, end in zip(starts, ends, strict=True):
+        if isinstance(offset_value(start), Mapping):  # a bare number need not count records
+            a, b = record_count(start), record_count(end)
+            if a is not None and b is not None:
+                total += max(0.0, b - a)
+                continue
+        before, after = topic_offsets(start), topic_offsets(end)
+        if before is None or after is None:
+            return None
+        for topic, parts in after.items():
+            for part, offset in parts.items():
+                first = before.get(topic, {}).get(part)
+                if first is None:  # a partition new in this batch: where it starts is unknown
+                    return None
+                total += max(0, offset - first)
+    return total
 
 
 def _is_number(value: object) -> bool:

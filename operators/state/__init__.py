@@ -26,17 +26,21 @@ from operators.state.repartition import (
     rollback_unfinished,
 )
 from operators.state.rows import state_rows
+from operators.state.store import CheckpointStore, configure_object_store, open_store
 
 __all__ = [
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointLock",
+    "CheckpointStore",
     "OperatorState",
     "RepartitionError",
     "RepartitionResult",
     "backup",
+    "configure_object_store",
     "file_sink_path",
     "inspect",
+    "open_store",
     "partitions_of",
     "repartition",
     "restore",

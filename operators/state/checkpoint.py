@@ -3,6 +3,7 @@
 Usage::
 
     info = inspect(Path("/data/cp"))           # raises CheckpointError naming the problem
+    info = inspect("s3a://bucket/cp")          # the same on an object store (:mod:`.store`)
     info.last_committed_batch, info.partitions, info.operators
 
 Layout (Spark 4.x): ``metadata`` (the query id), ``offsets/<N>`` (``v1``, a JSON line with the
@@ -13,7 +14,6 @@ source), ``commits/<N>``, ``sources/``, ``state/<operator>/<partition>/``. A run
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from operators.errors import OperatorsError
+from operators.state.store import CheckpointStore, StoreError, is_object_store, open_store
 
 PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -96,34 +97,51 @@ class CheckpointInfo:
 
 
 def local_path(location: str) -> Path:
-    """The local directory of a checkpoint location (path or ``file:`` URI)."""
+    """The local directory of a checkpoint location (path or ``file:`` URI); an object store's
+    is refused with ``not-local`` (what only a local directory can do: backups)."""
     parsed = urlparse(location)
     if parsed.scheme == "file":
         return Path(parsed.path)
     if parsed.scheme in ("",) or (len(parsed.scheme) == 1 and os.name == "nt"):
         return Path(location)
-    raise CheckpointError(location, "not-local", "only local checkpoints can be inspected here")
+    raise CheckpointError(location, "not-local", "only a local checkpoint can do this")
 
 
-def batches(directory: Path) -> list[int]:
-    """Batch ids in ``offsets/`` or ``commits/``, ascending."""
-    if not directory.is_dir():
-        return []
-    return sorted(int(n) for n in os.listdir(directory) if n.isdigit())
-
-
-def read_offsets(cp: Path, batch: int) -> tuple[dict[str, Any], list[Any]]:
-    """``(metadata, source offsets)`` of ``offsets/<batch>``; raises CheckpointError."""
-    path = cp / "offsets" / str(batch)
+def store_of(where: str | Path | CheckpointStore) -> CheckpointStore:
+    """The store of a location (path or URI) or the store itself; CheckpointError when the
+    location cannot be opened."""
+    if isinstance(where, CheckpointStore):
+        return where
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        return open_store(where)
+    except StoreError as e:
+        raise CheckpointError(e.location, e.problem, e.detail) from None
+
+
+def batches(where: str | Path | CheckpointStore, log: str | None = None) -> list[int]:
+    """Batch ids in a log directory (``offsets/`` or ``commits/``), ascending.
+
+    ``batches(cp, "offsets")`` for a checkpoint; ``batches(path)`` for a directory itself."""
+    if log is None:
+        return sorted(int(n) for n in store_of(where).listdir() if n.isdigit())
+    return sorted(int(n) for n in store_of(where).listdir(log) if n.isdigit())
+
+
+def read_offsets(
+    where: str | Path | CheckpointStore, batch: int
+) -> tuple[dict[str, Any], list[Any]]:
+    """``(metadata, source offsets)`` of ``offsets/<batch>``; raises CheckpointError."""
+    cp = store_of(where)
+    try:
+        lines = cp.read_text("offsets", str(batch)).splitlines()
         if not lines or not lines[0].startswith("v"):
             raise ValueError("no version line")
         meta = json.loads(lines[1])
         if not isinstance(meta, dict):
             raise ValueError("metadata line is not an object")
     except (OSError, ValueError, IndexError, UnicodeDecodeError) as e:
-        raise CheckpointError(str(cp), "unparsable-offsets", f"{path}: {e}") from None
+        raise CheckpointError(cp.location, "unparsable-offsets",
+                              f"{cp.describe('offsets', str(batch))}: {e}") from None
     sources: list[Any] = []
     for line in lines[2:]:
         try:
@@ -133,33 +151,49 @@ def read_offsets(cp: Path, batch: int) -> tuple[dict[str, Any], list[Any]]:
     return meta, sources
 
 
-def partitions_of(cp: Path, batch: int) -> int | None:
+def partitions_of(where: str | Path | CheckpointStore, batch: int) -> int | None:
     """State partitions recorded for ``batch`` in the offsets log."""
-    meta, _ = read_offsets(cp, batch)
+    meta, _ = read_offsets(where, batch)
     raw = meta.get("conf", {}).get(PARTITIONS_KEY)
     return int(raw) if raw is not None else None
 
 
 def inspect(location: str | Path, *, expected_job: str | None = None) -> CheckpointInfo:
-    """Read a checkpoint; raise :class:`CheckpointError` if it is corrupt or foreign.
+    """Read a checkpoint; raise :class:`CheckpointError` if it is corrupt, foreign or
+    unreachable (an object store that does not answer).
 
     A missing or empty directory is a fresh checkpoint (everything ``None``).
     ``expected_job``: the job name the runner starts; a checkpoint another job left is refused.
     """
     loc = str(location)
-    cp = local_path(loc)
-    if not cp.exists() or not any(cp.iterdir()):
+    cp = store_of(loc)
+    try:
+        cp.check_bucket()
+        return _inspect(cp, loc, expected_job)
+    except StoreError as e:
+        raise CheckpointError(loc, e.problem, e.detail) from None
+    except OSError as e:  # the store itself failed (refused connection, no access)
+        raise CheckpointError(loc, "unreachable", _first_line(e)) from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+def _inspect(cp: CheckpointStore, loc: str, expected_job: str | None) -> CheckpointInfo:
+    if not cp.is_dir() or not cp.listdir():
         return CheckpointInfo(loc, None, None, None, None, None)
-    offsets, commits = batches(cp / "offsets"), batches(cp / "commits")
-    meta_file = cp / "metadata"
-    if not meta_file.exists():
-        if offsets or commits or (cp / "state").exists():
-            raise CheckpointError(loc, "missing-metadata", f"{meta_file} is missing")
+    offsets, commits = batches(cp, "offsets"), batches(cp, "commits")
+    if not cp.is_file("metadata"):
+        if offsets or commits or cp.exists("state"):
+            raise CheckpointError(loc, "missing-metadata", f"{cp.describe('metadata')} is missing")
         return CheckpointInfo(loc, None, None, None, None, None)
     try:
-        query_id = json.loads(meta_file.read_text(encoding="utf-8"))["id"]
+        query_id = json.loads(cp.read_text("metadata"))["id"]
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise CheckpointError(loc, "unparsable-metadata", f"{meta_file}: {e}") from None
+        raise CheckpointError(
+            loc, "unparsable-metadata", f"{cp.describe('metadata')}: {e}") from None
     owner = _owner(cp, loc)
     if owner.get("queryId") and owner["queryId"] != query_id:
         raise CheckpointError(
@@ -194,7 +228,7 @@ def inspect(location: str | Path, *, expected_job: str | None = None) -> Checkpo
     )
 
 
-def _check_logs(cp: Path, loc: str, offsets: list[int], commits: list[int]) -> None:
+def _check_logs(cp: CheckpointStore, loc: str, offsets: list[int], commits: list[int]) -> None:
     """The offsets and commit logs as Spark writes them: contiguous ids (Spark purges only the
     oldest), at most one batch of offsets ahead of the commits (the one in flight), and every
     commit entry a version line and a JSON object. Otherwise "inspect" would call healthy a
@@ -202,15 +236,15 @@ def _check_logs(cp: Path, loc: str, offsets: list[int], commits: list[int]) -> N
     for name, ids in (("offsets", offsets), ("commits", commits)):
         if ids and ids[-1] - ids[0] + 1 != len(ids):
             missing = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids))
-            raise CheckpointError(loc, "gap-in-log", f"{cp / name}: batch(es) "
+            raise CheckpointError(loc, "gap-in-log", f"{cp.describe(name)}: batch(es) "
                                   f"{', '.join(map(str, missing[:5]))} missing")
     if offsets and commits and offsets[-1] > commits[-1] + 1:
         raise CheckpointError(loc, "gap-in-log", f"offsets reach batch {offsets[-1]} but the last "
                               f"commit is {commits[-1]}: more than one batch uncommitted")
     for batch in commits:
-        path = cp / "commits" / str(batch)
+        path = cp.describe("commits", str(batch))
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = cp.read_text("commits", str(batch)).splitlines()
             if len(lines) < 2 or not lines[0].startswith("v"):
                 raise ValueError("no version line and commit record")
             if not isinstance(json.loads(lines[1]), dict):
@@ -234,44 +268,26 @@ def _partition_count(conf: dict[str, Any], loc: str, batch: int) -> int | None:
 
 def write_owner(location: str | Path, job: str, query_id: str) -> None:
     """Record which job and query a checkpoint belongs to (next to Spark's files)."""
-    cp = local_path(str(location))
-    tmp = cp / (OWNER_FILE + ".tmp")
-    tmp.write_text(json.dumps({"job": job, "queryId": query_id}) + "\n", encoding="utf-8")
-    tmp.replace(cp / OWNER_FILE)
+    store_of(str(location)).write_text(json.dumps({"job": job, "queryId": query_id}) + "\n",
+                                       OWNER_FILE)
 
 
-def _owner(cp: Path, loc: str) -> dict[str, Any]:
-    path = cp / OWNER_FILE
-    if not path.exists():
+def _owner(cp: CheckpointStore, loc: str) -> dict[str, Any]:
+    if not cp.is_file(OWNER_FILE):
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(cp.read_text(OWNER_FILE))
         if not isinstance(data, dict):
             raise ValueError("not an object")
         return data
     except (OSError, ValueError) as e:
-        raise CheckpointError(loc, "unparsable-metadata", f"{path}: {e}") from None
+        raise CheckpointError(
+            loc, "unparsable-metadata", f"{cp.describe(OWNER_FILE)}: {e}") from None
 
 
-def _operators(cp: Path) -> list[OperatorState]:
-    state = cp / "state"
-    if not state.is_dir():
-        return []
-    out = []
-    for op_dir in sorted(state.iterdir(), key=lambda p: p.name):
-        if not op_dir.name.isdigit():
-            continue
-        out.append(OperatorState(int(op_dir.name), _tree_bytes(op_dir)))
-    return out
-
-
-def _tree_bytes(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(os.path.join(root, name))
-    return total
+def _operators(cp: CheckpointStore) -> list[OperatorState]:
+    return [OperatorState(int(name), cp.tree_bytes("state", name))
+            for name in cp.listdir("state") if name.isdigit()]
 
 
 LOCK_FILE = ".stream-autoscaler.lock"
@@ -283,11 +299,20 @@ class CheckpointLock:
     Two drivers on one checkpoint would race on its offsets and state; Spark only guards
     against that inside one session. ``flock`` is released by the kernel when the process dies
     (even by SIGKILL), so a killed runner never leaves a stale lock.
+
+    An object store has no such lock (a lease would outlive a killed driver, and S3 offers no
+    lock that dies with its holder): there ``held`` is False and one driver per checkpoint is the
+    deployment's guarantee — in a cluster the controller runs one driver pod per StreamJob.
     """
 
     def __init__(self, location: str | Path) -> None:
         import fcntl
 
+        self._fd = -1
+        self.held = False
+        if is_object_store(location):
+            self.path: Path | None = None
+            return
         cp = local_path(str(location))
         cp.mkdir(parents=True, exist_ok=True)
         self.path = cp / LOCK_FILE
@@ -302,6 +327,7 @@ class CheckpointLock:
             ) from None
         os.ftruncate(self._fd, 0)
         os.write(self._fd, f"pid {os.getpid()}\n".encode())
+        self.held = True
 
     def release(self) -> None:
         import fcntl
@@ -310,3 +336,4 @@ class CheckpointLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = -1
+            self.held = False

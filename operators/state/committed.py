@@ -13,12 +13,14 @@ The exactly-once verifier replays exactly this input (:mod:`operators.verifier`)
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from operators.errors import VerifierError
 from operators.sources.offsets import burst_offset, topic_offsets
+
+if TYPE_CHECKING:
+    from operators.state.store import CheckpointStore
 
 
 @dataclass(frozen=True)
@@ -48,28 +50,26 @@ class CommittedProgress:
         return out
 
 
-def _batch_ids(directory: str) -> list[int]:
-    if not os.path.isdir(directory):
-        return []
-    return sorted(int(n) for n in os.listdir(directory) if n.isdigit())
-
-
 def committed_progress(checkpoint_dir: str) -> CommittedProgress:
-    """Reads ``commits/`` and ``offsets/`` of a local checkpoint."""
-    path = checkpoint_dir.removeprefix("file://").removeprefix("file:")
-    kafka_start = _initial_kafka_offsets(path)
-    commits = _batch_ids(os.path.join(path, "commits"))
+    """Reads ``commits/`` and ``offsets/`` of a checkpoint (local or on an object store)."""
+    from operators.state.store import StoreError, open_store
+
+    try:
+        cp = open_store(checkpoint_dir)
+        kafka_start = _initial_kafka_offsets(cp)
+        commits = sorted(int(n) for n in cp.listdir("commits") if n.isdigit())
+    except (StoreError, OSError) as e:
+        raise VerifierError(f"checkpoint {checkpoint_dir} cannot be read: {e}") from None
     if not commits:
         return CommittedProgress(None, kafka_start=kafka_start)
     last = commits[-1]
-    offsets_file = os.path.join(path, "offsets", str(last))
+    offsets_file = cp.describe("offsets", str(last))
     try:
-        with open(offsets_file, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        lines = cp.read_text("offsets", str(last)).splitlines()
     except OSError as e:
         raise VerifierError(
             f"checkpoint {checkpoint_dir}: batch {last} is committed but "
-            f"{offsets_file} cannot be read ({e.strerror})"
+            f"{offsets_file} cannot be read ({e})"
         ) from None
     if len(lines) < 2 or lines[0] != "v1":
         raise VerifierError(f"{offsets_file}: not a Spark offsets log entry")
@@ -96,11 +96,10 @@ def committed_progress(checkpoint_dir: str) -> CommittedProgress:
     )
 
 
-def _initial_kafka_offsets(path: str) -> dict[str, dict[int, int]] | None:
+def _initial_kafka_offsets(cp: CheckpointStore) -> dict[str, dict[int, int]] | None:
     """The Kafka source's initial offsets (``sources/0/0``: a zero byte, ``v1``, the JSON)."""
     try:
-        with open(os.path.join(path, "sources", "0", "0"), "rb") as f:
-            raw = f.read().decode("utf-8", errors="replace")
+        raw = cp.read_bytes("sources", "0", "0").decode("utf-8", errors="replace")
     except OSError:
         return None
     brace = raw.find("{")

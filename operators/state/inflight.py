@@ -14,19 +14,18 @@ planned end offsets; less ``offsets/<N-1>`` (the previous batch's ends) they are
 reads, for offsets ``{"offset": n}`` counting records (the burst source) and Kafka's
 per-partition offsets. A bare number is not trusted: the rate source's offset counts seconds
 (measured on Spark 4: a 5-second batch of 500 rows logs 5); a file source's counts log entries.
-Two small local files per call (checkpoints are local: :func:`.checkpoint.local_path`).
+Two small files per call, local or on an object store (:mod:`.store`).
 A batch replayed after a restart keeps its logged timestamp: the caller bounds the start by the
 query's own start. Never raises on a checkpoint being written: it answers None (unknown).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from operators.sources.offsets import offset_value, record_count, topic_offsets
-from operators.state.checkpoint import CheckpointError, batches, local_path, read_offsets
+from operators.sources.offsets import planned_rows
+from operators.state.checkpoint import CheckpointError, batches, read_offsets, store_of
 
 
 @dataclass(frozen=True)
@@ -43,12 +42,12 @@ class BatchInFlight:
 def batch_in_flight(location: str | Path) -> BatchInFlight | None:
     """The batch planned in the offsets log and not yet committed, or None."""
     try:
-        cp = local_path(str(location))
-        offsets = batches(cp / "offsets")
+        cp = store_of(str(location))
+        offsets = batches(cp, "offsets")
         if not offsets:
             return None
         n = offsets[-1]
-        commits = batches(cp / "commits")
+        commits = batches(cp, "commits")
         if commits and commits[-1] >= n:
             return None
         meta, ends = read_offsets(cp, n)
@@ -61,27 +60,3 @@ def batch_in_flight(location: str | Path) -> BatchInFlight | None:
         return BatchInFlight(n, started, rows)
     except (CheckpointError, OSError, ValueError):  # purged or half-written meanwhile
         return None
-
-
-def planned_rows(starts: Sequence[object], ends: Sequence[object]) -> float | None:
-    """Records between two offset lines of the log, summed over sources; None when any
-    source's offsets do not count records (a file source's log index)."""
-    if len(starts) != len(ends) or not ends:
-        return None
-    total = 0.0
-    for start, end in zip(starts, ends, strict=True):
-        if isinstance(offset_value(start), Mapping):  # a bare number need not count records
-            a, b = record_count(start), record_count(end)
-            if a is not None and b is not None:
-                total += max(0.0, b - a)
-                continue
-        before, after = topic_offsets(start), topic_offsets(end)
-        if before is None or after is None:
-            return None
-        for topic, parts in after.items():
-            for part, offset in parts.items():
-                first = before.get(topic, {}).get(part)
-                if first is None:  # a partition new in this batch: where it starts is unknown
-                    return None
-                total += max(0, offset - first)
-    return total

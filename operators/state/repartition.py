@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from operators.errors import OperatorsError
-from operators.state.checkpoint import CheckpointError, inspect, local_path, partitions_of
+from operators.state.checkpoint import CheckpointError, inspect, partitions_of, store_of
 from operators.state.rows import state_rows
+from operators.state.store import CheckpointStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -117,7 +118,7 @@ def repartition(
         )
     if partitions == info.partitions:
         raise ValueError(f"state already has {partitions} partitions")
-    cp = local_path(location)
+    cp = store_of(location)
     snapshot = _Snapshot.take(cp)
     step = "count rows"
     started = time.monotonic()
@@ -171,55 +172,49 @@ def rollback_unfinished(location: str) -> int | None:
     pending, last = info.uncommitted_batch, info.last_committed_batch
     if pending is None or last is None:
         return None
-    cp = local_path(location)
+    cp = store_of(location)
     if partitions_of(cp, pending) == info.partitions:
         return None
     for d in ("offsets", "commits"):
         for name in (str(pending), f".{pending}.crc"):
-            (cp / d / name).unlink(missing_ok=True)
+            cp.delete(d, name)
     return pending
 
 
 class _Snapshot:
-    """Which files existed (and copies of the small metadata ones) before an attempt."""
+    """Which files existed (and copies of the small metadata ones) before an attempt.
 
-    def __init__(self, root: Path, files: dict[str, tuple[int, float]], saved: Path) -> None:
-        self.root, self.files, self.saved = root, files, saved
+    The copies go to a local temporary directory whatever the store (on S3 a checkpoint's
+    metadata is a few hundred small objects); a changed file is found by its bytes, not its
+    modification time (an object store's has one-second resolution)."""
+
+    def __init__(self, store: CheckpointStore, files: set[str], saved: Path) -> None:
+        self.store, self.files, self.saved = store, files, saved
 
     @classmethod
-    def take(cls, root: Path) -> _Snapshot:
+    def take(cls, store: CheckpointStore) -> _Snapshot:
         saved = Path(tempfile.mkdtemp(prefix="sa-repartition-"))
-        files: dict[str, tuple[int, float]] = {}
-        for dirpath, _dirs, names in os.walk(root):
-            for name in names:
-                full = Path(dirpath) / name
-                rel = str(full.relative_to(root))
-                st = full.stat()
-                files[rel] = (st.st_size, st.st_mtime)
-                if st.st_size <= _SMALL and "SSTs" not in rel and not rel.endswith(".zip"):
-                    dest = saved / rel
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(full, dest)
-        return cls(root, files, saved)
+        files: set[str] = set()
+        for entry in store.files():
+            files.add(entry.rel)
+            if entry.size <= _SMALL and "SSTs" not in entry.rel and not entry.rel.endswith(".zip"):
+                dest = saved / entry.rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(store.read_bytes(entry.rel))
+        return cls(store, files, saved)
 
     def restore(self) -> None:
         """Delete files created since; put back small files changed since."""
-        for dirpath, dirs, names in os.walk(self.root, topdown=False):
-            for name in names:
-                full = Path(dirpath) / name
-                rel = str(full.relative_to(self.root))
-                if rel not in self.files:
-                    full.unlink()
-                elif (self.saved / rel).exists():
-                    st = full.stat()
-                    if (st.st_size, st.st_mtime) != self.files[rel]:
-                        shutil.copy2(self.saved / rel, full)
-            for d in dirs:
-                p = Path(dirpath) / d
-                if not any(p.iterdir()) and not any(
-                    k.startswith(str(p.relative_to(self.root)) + os.sep) for k in self.files
-                ):
-                    p.rmdir()
+        for entry in self.store.files():
+            if entry.rel not in self.files:
+                self.store.delete(entry.rel)
+                continue
+            copy = self.saved / entry.rel
+            if copy.exists():
+                before = copy.read_bytes()
+                if self.store.read_bytes(entry.rel) != before:
+                    self.store.write_bytes(before, entry.rel)
+        self.store.prune_empty_dirs(self.files)
 
     def discard(self) -> None:
         shutil.rmtree(self.saved, ignore_errors=True)

@@ -75,6 +75,16 @@ def test_a_checkpoint_at_the_mount_itself_is_accepted(
     apply(kubectl, namespace, _set("spec.checkpoint", ckpt)(streamjob("at-the-mount")))
 
 
+def test_a_managed_checkpoint_on_an_object_store_is_accepted(
+    kubectl: Tool, crds: list[str], namespace: str
+) -> None:
+    """s3a:// is shared by every pod and outlives them: no claim needed, keys from a Secret."""
+    ckpt = {"location": "s3a://checkpoints/jobs/j", "credentials": {"secretName": "s3-keys"}}
+    apply(kubectl, namespace, _set("spec.checkpoint", ckpt)(streamjob("on-s3")))
+    got = kubectl.json("get", "sj", "on-s3", "-n", namespace)
+    assert got["spec"]["checkpoint"]["credentials"] == {"secretName": "s3-keys"}
+
+
 def test_an_attached_job_keeps_a_bare_checkpoint_path(
     kubectl: Tool, crds: list[str], namespace: str
 ) -> None:
@@ -185,9 +195,15 @@ INVALID = [
     ),
     pytest.param(
         streamjob,
-        _set("spec.checkpoint", {"location": "s3a://checkpoints/j"}),
+        _set("spec.checkpoint", {"location": "hdfs://namenode/checkpoints/j"}),
         ["spec", "checkpoint must be shared by the driver and every executor pod"],
-        id="job-managed-checkpoint-object-store-not-yet-cel",
+        id="job-managed-checkpoint-hdfs-cel",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.checkpoint", {"location": "/data/j", "credentials": {"secretName": "s3"}}),
+        ["spec.checkpoint", "credentials are for a checkpoint on an object store"],
+        id="job-checkpoint-keys-for-a-path-cel",
     ),
     pytest.param(
         streamjob,

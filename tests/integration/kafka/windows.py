@@ -8,8 +8,9 @@ whose JVM lacks the connector (the real-pod tier):
     python -m tests.integration.kafka.windows BOOTSTRAP TOPIC OUTPUT_DIR RECORDS_WRITTEN [AS]
 
 prints the summary as JSON on its last line, exit 1 with the failed check on stderr. ``AS``:
-the directory's path where the job wrote it (a pod's mount): Spark's file sink logs absolute
-paths, so the committed files are read from its log with that prefix mapped to OUTPUT_DIR.
+the directory's path where the job wrote it (a pod's mount, or an ``s3a://`` URI whose objects
+were copied to OUTPUT_DIR): Spark's file sink logs absolute paths, so the committed files are
+read from its log with that prefix mapped to OUTPUT_DIR.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def committed_files(out: Path, written_as: str) -> list[str]:
         for line in lines[1:]:
             entry = json.loads(line)
             files[entry["path"]] = entry.get("action", "add") == "add"
-    prefix = "file://" + written_as.rstrip("/") + "/"
+    # a directory's files are logged as file:///dir/..., an object store's as s3a://bucket/...
+    prefix = ("" if "://" in written_as else "file://") + written_as.rstrip("/") + "/"
     mapped = []
     for path, added in sorted(files.items()):
         if not added:

@@ -1,12 +1,16 @@
 """A user's Kafka script, unmodified, as a managed StreamJob on real pods (issue #13's "done
 when", #16's pods): ``examples/pyspark/kafka_windowed_wordcount.py`` (written as Spark's own
 Kafka example) from a ConfigMap (``spec.application.configMap``), the driver and CPU-limited
-executors real pods on the test bed's node with Spark's Kafka connector from the image, reading
-a topic of a broker on the node's gateway address (pods and the host reach it), the checkpoint
-and the script's parquet output on a shared local PersistentVolume. The controller in pods
-(the chart) sees the burst and repartitions the script's state with more executors; the driver
-pod is killed and the job recovers from the checkpoint on the volume; every window's count is
-then exactly the records the topic holds for it, recounted from the topic on the host.
+executors real pods on the test bed's node with Spark's Kafka connector and S3A from the image,
+reading a topic of a broker on the node's gateway address (pods and the host reach it), the
+checkpoint and the script's parquet output on an object store: ``s3a://`` on a real S3 server
+(moto) on that address, the keys from a Secret (``spec.checkpoint.credentials``). The
+controller in pods (the chart) sees the burst and repartitions the script's state with more
+executors (Spark's offline repartition on S3); the driver pod is killed and the job recovers
+from the checkpoint on S3; every window's count is then exactly the records the topic holds for
+it, recounted from the topic on the host. (The burst story, tests/integration/node/
+test_burst_pods.py, keeps its checkpoint on a shared PersistentVolume: both kinds of shared
+checkpoint run on pods.)
 """
 
 from __future__ import annotations
@@ -42,7 +46,6 @@ from tests.integration.node.pods import (
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
 JOB = "wordcount"
-MOUNT = "/data"
 SCRIPT = REPO / "examples" / "pyspark" / "kafka_windowed_wordcount.py"
 
 TRACE: list[tuple[float, float]] = [(0, 1_500), (10, 25_000), (90, 600)]
@@ -57,9 +60,12 @@ MAX_OFFSETS_PER_TRIGGER = "60000"
 """The script's own admission cap (its 4th argument, Spark's maxOffsetsPerTrigger)."""
 
 POLICY = policy("script-pods")
+KEYS_SECRET = "s3-keys"
 
 
-def job_doc(claim: str, bootstrap: str, topic: str) -> dict[str, Any]:
+def job_doc(s3: Any, bucket: str, bootstrap: str, topic: str) -> dict[str, Any]:
+    from operators.s3a import hadoop_s3a_conf
+
     return {
         "apiVersion": "stream-autoscaler.io/v1alpha1",
         "kind": "StreamJob",
@@ -67,10 +73,13 @@ def job_doc(claim: str, bootstrap: str, topic: str) -> dict[str, Any]:
         "spec": {
             "policyRef": {"name": "script-pods"},
             "application": {"configMap": "wordcount-script", "script": "job.py",
-                            "args": [bootstrap, topic, f"{MOUNT}/out", MAX_OFFSETS_PER_TRIGGER]},
+                            "args": [bootstrap, topic, f"s3a://{bucket}/out",
+                                     MAX_OFFSETS_PER_TRIGGER]},
             "trigger": {"intervalSeconds": 2},
-            "checkpoint": {"location": f"{MOUNT}/checkpoint",
-                           "volume": {"claimName": claim, "mountPath": MOUNT}},
+            "checkpoint": {"location": f"s3a://{bucket}/checkpoint",
+                           "credentials": {"secretName": KEYS_SECRET}},
+            # the endpoint, as a user points S3A at MinIO or Ceph; the keys are the Secret's
+            "spark": {"conf": hadoop_s3a_conf(s3.endpoint)},
             # one state partition: only a repartition lets more executors share the state
             "statePartitions": 1,
             "executors": EXECUTORS,
@@ -96,14 +105,44 @@ def pod_kafka(real_node: RealNode, tmp_path: Path) -> Iterator[str]:
         testbed_kafka.release(os.getpid(), root)
 
 
+@pytest.fixture
+def pod_s3(real_node: RealNode, tmp_path: Path) -> Iterator[Any]:
+    """An S3 server of this test (moto) on the node's gateway address: the pods reach it
+    through the bridge, the host (the check) directly; stopped afterwards."""
+    import testbed_s3
+
+    try:
+        testbed_s3.moto_server()
+    except testbed_s3.S3Missing as e:
+        unavailable(f"{e} (make tools)")
+    with testbed_s3.s3_server(bind=real_node.ip, log_dir=tmp_path) as server:
+        yield server
+
+
+def copy_out(s3: Any, bucket: str, prefix: str, dest: Path) -> None:
+    """The objects under ``bucket/prefix`` to ``dest`` (the host's check reads files)."""
+    from urllib.parse import urlsplit
+
+    from pyarrow import fs
+
+    url = urlsplit(s3.endpoint)
+    remote = fs.S3FileSystem(endpoint_override=url.netloc, scheme=url.scheme,
+                             access_key=s3.access_key, secret_key=s3.secret_key,
+                             region=s3.region)
+    dest.mkdir(parents=True, exist_ok=True)
+    fs.copy_files(f"{bucket}/{prefix}", str(dest), source_filesystem=remote,
+                  destination_filesystem=fs.LocalFileSystem())
+
+
 def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exactly_once(
     kubectl: Tool, helm: Tool, crds: list[str], real_node: RealNode, image: str, ns: str,
-    shared_volume: tuple[str, Path], pod_kafka: str, tmp_path: Path,
+    pod_kafka: str, pod_s3: Any, tmp_path: Path,
 ) -> None:
     from operators.loadgen import LoadGenerator, burst_spec
     from tests.integration.kafka.conftest import topic_name, trace_file
 
-    claim, host = shared_volume
+    bucket = f"wordcount-{ns}"[:63]
+    pod_s3.create_bucket(bucket)
     topic = topic_name("wordcount")
     gen = LoadGenerator(pod_kafka, topic, burst_spec(trace_file(tmp_path, TRACE), keys=WORDS,
                                                      seed=16), partitions=2)
@@ -122,7 +161,11 @@ def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exact
                         "metadata": {"name": "wordcount-script"},
                         "data": {"job.py": SCRIPT.read_text(encoding="utf-8")}}, ns)
         apply(kubectl, POLICY, ns)
-        apply(kubectl, job_doc(claim, pod_kafka, topic), ns)
+        apply(kubectl, {"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": KEYS_SECRET},
+                        "stringData": {"AWS_ACCESS_KEY_ID": pod_s3.access_key,
+                                       "AWS_SECRET_ACCESS_KEY": pod_s3.secret_key}}, ns)
+        apply(kubectl, job_doc(pod_s3, bucket, pod_kafka, topic), ns)
         created = time.monotonic()
         drv = story.wait("the driver pod runs", lambda: next(
             (p for p in story.pods("spark-role=driver")
@@ -144,7 +187,10 @@ def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exact
         assert (st.partitions or 0) > 1, st.partitions
         story.wait("2 or more executor pods", lambda: executors_running(story) >= 2, 120)
         figures["executor_pods"] = executors_running(story)
-        # the driver pod dies; the job recovers from the checkpoint on the shared volume
+        state_keys = pod_s3.keys(bucket, "checkpoint/state/")
+        figures["state_objects_on_s3"] = len(state_keys)
+        assert state_keys, "no state on S3: the executors' RocksDB files went elsewhere"
+        # the driver pod dies; the job recovers from the checkpoint on S3
         after = kill_driver_and_recover(story, figures)
         assert after.partitions == st.partitions, (st.partitions, after.partitions)
         # the end of the load: everything read, then stop at a batch boundary
@@ -167,12 +213,14 @@ def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exact
             json.dumps(figures, indent=1, default=str))
         helm("uninstall", "sa", "-n", ns, "--wait", "--timeout=2m", check=False)
     written = stats["s"].records
+    local = tmp_path / "out"
+    copy_out(pod_s3, bucket, "out", local)
     out = subprocess.run(
         [sys.executable, "-m", "tests.integration.kafka.windows", pod_kafka, topic,
-         str(host / "out"), str(written), f"{MOUNT}/out"],
+         str(local), str(written), f"s3a://{bucket}/out"],
         capture_output=True, text=True, timeout=600, cwd=REPO)
-    listing = sorted(str(p.relative_to(host)) for p in (host / "out").rglob("*"))
-    assert out.returncode == 0, f"{out.stderr[-3000:]}\n{host / 'out'}: {listing[:30]}"
+    listing = sorted(str(p.relative_to(local)) for p in local.rglob("*"))
+    assert out.returncode == 0, f"{out.stderr[-3000:]}\n{local}: {listing[:30]}"
     figures["verdict"] = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"exactly once: {figures['verdict']}")
     (REPO / "out" / "script-pods-figures.json").write_text(

@@ -24,6 +24,7 @@ from operators.exporter import Backlog, RunnerMetrics, stage_sample
 from operators.runner import ActionConflict
 from operators.session import ExecutorInfo, choose_victims
 from operators.state.repartition import _Snapshot
+from operators.state.store import open_store
 
 ROCKS = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -100,7 +101,7 @@ def test_rollback_unfinished_repartition_only(tmp_path):
 
 def test_snapshot_restore_removes_new_files_and_restores_changed(tmp_path):
     cp = make_checkpoint(tmp_path / "cp")
-    snap = _Snapshot.take(cp)
+    snap = _Snapshot.take(open_store(cp))
     (cp / "offsets" / "3").write_text("new")
     (cp / "state" / "0" / "5").mkdir()
     (cp / "state" / "0" / "5" / "2.zip").write_bytes(b"y")

@@ -72,6 +72,28 @@ def test_the_checkpoint_claim_is_mounted_at_one_path_in_driver_and_executors() -
         in pod["spec"]["volumes"]
 
 
+def test_an_object_store_checkpoints_keys_reach_driver_and_executors_from_the_secret() -> None:
+    obj, model = job(checkpoint={"location": "s3a://checkpoints/wc",
+                                 "credentials": {"secretName": "s3-keys"}})
+    conf = conf_of(model, obj)
+    assert {k: v for k, v in conf.items() if "secretKeyRef" in k} == {
+        "spark.kubernetes.executor.secretKeyRef.AWS_ACCESS_KEY_ID": "s3-keys:AWS_ACCESS_KEY_ID",
+        "spark.kubernetes.executor.secretKeyRef.AWS_SECRET_ACCESS_KEY":
+            "s3-keys:AWS_SECRET_ACCESS_KEY",
+    }
+    assert not any(k.startswith(PVC) for k in conf)
+    pod = resources.driver_pod(obj, model, ManagedSettings(), executors=1, max_executors=2)
+    env = {e["name"]: e.get("valueFrom") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["AWS_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "s3-keys",
+                                                         "key": "AWS_ACCESS_KEY_ID"}}
+    assert env["AWS_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "s3-keys",
+                                                             "key": "AWS_SECRET_ACCESS_KEY"}}
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest"]
+    # no keys named: the pods' own credential chain (a workload identity), nothing added
+    obj, model = job(checkpoint={"location": "s3a://checkpoints/wc"})
+    assert not any("secretKeyRef" in k for k in conf_of(model, obj))
+
+
 def test_no_claim_no_checkpoint_volume() -> None:
     obj, model = job(checkpoint={"location": "/checkpoints/wc"})
     pod = resources.driver_pod(obj, model, ManagedSettings(), executors=1, max_executors=2)
@@ -88,10 +110,13 @@ def test_no_claim_no_checkpoint_volume() -> None:
          None, "must lie under volume.mountPath"),
         ({"location": "/c/wc", "volume": {"claimName": "Bad_Name", "mountPath": "/c"}},
          None, "claimName"),
+        ({"location": "/c/wc", "credentials": {"secretName": "s3"}}, None,
+         "credentials are for a checkpoint on an object store"),
         (None, {"cpu": "half"}, "cpu"),
         (None, {"cpuLimit": "-1"}, "cpuLimit"),
     ],
-    ids=["outside-the-mount", "prefix-is-not-a-parent", "claim-name", "cpu-quantity",
+    ids=["outside-the-mount", "prefix-is-not-a-parent", "claim-name", "keys-for-a-path",
+         "cpu-quantity",
          "negative-limit"],
 )
 def test_bad_pod_shapes_are_refused_naming_the_field(
@@ -162,11 +187,14 @@ def test_a_script_in_the_image_mounts_nothing_more() -> None:
     [
         ({"location": "/var/lib/checkpoints/wc"}, False, True),
         ({"location": "file:///var/lib/checkpoints/wc"}, False, True),
-        ({"location": "s3a://checkpoints/wc"}, False, True),
+        ({"location": "hdfs://nn/checkpoints/wc"}, False, True),
+        ({"location": "s3a://checkpoints/wc"}, False, False),
+        ({"location": "s3a://checkpoints/wc", "credentials": {"secretName": "s3"}}, False, False),
         ({"location": "/ck/wc", "volume": {"claimName": "ck", "mountPath": "/ck"}}, False, False),
         ({"location": "/var/lib/checkpoints/wc"}, True, False),
     ],
-    ids=["bare-path", "file-uri", "object-store-not-yet", "shared-claim", "attached"],
+    ids=["bare-path", "file-uri", "hdfs-not-read-by-the-runner", "object-store",
+         "object-store-with-keys", "shared-claim", "attached"],
 )
 def test_in_a_cluster_a_managed_checkpoint_must_be_shared(
     checkpoint: dict[str, Any], attach: bool, refused: bool

@@ -22,7 +22,8 @@ from controller.adapters.prometheus import PrometheusSource
 from controller.adapters.promql import SCALARS, Window
 from controller.adapters.scrape import ScrapeSource
 from operators.exporter import RunnerMetrics
-from operators.state.inflight import batch_in_flight, planned_rows
+from operators.sources.offsets import planned_rows
+from operators.state.inflight import batch_in_flight
 
 T0 = 1_700_000_000.0
 

@@ -1,0 +1,239 @@
+"""Where a checkpoint lives — a local directory or an object store (``s3a://``) — behind one API.
+
+Usage::
+
+    cp = open_store("s3a://checkpoints/orders")     # or "/data/cp", "file:///data/cp"
+    cp.listdir("offsets"), cp.read_text("metadata"), cp.files("state")
+
+Spark reads and writes a checkpoint through Hadoop's FileSystem; the runner's own tools (inspect,
+rollback of an unfinished repartition, repartition's snapshot, the batch in flight, the
+exactly-once verifier) read it through :mod:`pyarrow.fs`, which pyspark already installs:
+``LocalFileSystem`` and ``S3FileSystem`` answer the same calls, so one code path serves both.
+
+An object store is reached with the settings the job gives Spark (``spark.hadoop.fs.s3a.*``,
+handed over once by :func:`configure_object_store`) or, failing those, the AWS environment every
+S3 client reads (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``): the same credentials Hadoop's default provider chain
+finds in the driver pod, so secrets never pass through a manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from operators.errors import OperatorsError
+
+if TYPE_CHECKING:
+    from pyarrow.fs import FileSystem
+
+OBJECT_STORE_SCHEMES = ("s3a", "s3")
+"""URI schemes read through S3 (Hadoop's ``s3a``; ``s3`` as pyarrow and AWS write it)."""
+HADOOP_S3A = "spark.hadoop.fs.s3a."
+DEFAULT_REGION = "us-east-1"
+"""S3-compatible servers (MinIO, moto, Ceph) accept any region; AWS needs the bucket's."""
+
+_settings: dict[str, str] = {}
+_settings_lock = threading.Lock()
+
+
+class StoreError(OperatorsError, OSError):
+    """A checkpoint location that cannot be opened (unknown scheme, unreachable store)."""
+
+    def __init__(self, location: str, problem: str, detail: str) -> None:
+        super().__init__(f"checkpoint {location}: {problem}: {detail}")
+        self.location = location
+        self.problem = problem
+        self.detail = detail
+
+
+def configure_object_store(conf: Mapping[str, str]) -> None:
+    """Remember the job's ``spark.hadoop.fs.s3a.*`` settings for checkpoints on S3."""
+    with _settings_lock:
+        _settings.clear()
+        _settings.update({k[len(HADOOP_S3A):]: str(v) for k, v in conf.items()
+                          if k.startswith(HADOOP_S3A)})
+
+
+def is_object_store(location: str | Path) -> bool:
+    return urlparse(str(location)).scheme in OBJECT_STORE_SCHEMES
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a checkpoint: its path relative to the root, size and modification time."""
+
+    rel: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class CheckpointStore:
+    """A checkpoint's root on a file system; paths are ``/``-joined parts under it."""
+
+    location: str
+    fs: FileSystem
+    root: str
+    local: bool
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *parts]) if parts else self.root
+
+    def describe(self, *parts: str) -> str:
+        """How a file is named in an error: the location the user gave, then the parts."""
+        return "/".join([self.location.rstrip("/"), *parts]) if parts else self.location
+
+    def _type(self, *parts: str) -> int:
+        return int(self.fs.get_file_info(self.path(*parts)).type)
+
+    def exists(self, *parts: str) -> bool:
+        from pyarrow.fs import FileType
+
+        return self._type(*parts) != int(FileType.NotFound)
+
+    def is_dir(self, *parts: str) -> bool:
+        from pyarrow.fs import FileType
+
+        return self._type(*parts) == int(FileType.Directory)
+
+    def is_file(self, *parts: str) -> bool:
+        from pyarrow.fs import FileType
+
+        return self._type(*parts) == int(FileType.File)
+
+    def listdir(self, *parts: str) -> list[str]:
+        """Names directly under ``parts`` ([] when it does not exist)."""
+        from pyarrow.fs import FileSelector
+
+        infos = self.fs.get_file_info(FileSelector(self.path(*parts), allow_not_found=True))
+        return sorted(i.base_name for i in infos)
+
+    def read_bytes(self, *parts: str) -> bytes:
+        with self.fs.open_input_stream(self.path(*parts)) as f:
+            return bytes(f.read())
+
+    def read_text(self, *parts: str) -> str:
+        return self.read_bytes(*parts).decode("utf-8")
+
+    def write_bytes(self, data: bytes, *parts: str) -> None:
+        """Replace a file whole: locally a temporary sibling renamed into place; an object
+        store's PUT is atomic already (readers see the old object or the new one)."""
+        target = self.path(*parts)
+        if self.local:
+            tmp = target + ".tmp"
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(data)
+            self.fs.move(tmp, target)
+            return
+        with self.fs.open_output_stream(target) as f:
+            f.write(data)
+
+    def write_text(self, text: str, *parts: str) -> None:
+        self.write_bytes(text.encode("utf-8"), *parts)
+
+    def delete(self, *parts: str) -> None:
+        """Remove a file; a missing one is fine."""
+        from pyarrow.fs import FileType
+
+        info = self.fs.get_file_info(self.path(*parts))
+        if info.type == FileType.File:
+            self.fs.delete_file(self.path(*parts))
+
+    def files(self, *parts: str) -> list[FileEntry]:
+        """Every file under ``parts`` (recursive), relative to the root."""
+        from pyarrow.fs import FileSelector, FileType
+
+        base = self.path(*parts)
+        sel = FileSelector(base, recursive=True, allow_not_found=True)
+        root = self.root.rstrip("/") + "/"
+        return [
+            FileEntry(i.path[len(root):] if i.path.startswith(root) else i.path,
+                      int(i.size or 0), int(i.mtime_ns or 0))
+            for i in self.fs.get_file_info(sel) if i.type == FileType.File
+        ]
+
+    def check_bucket(self) -> None:
+        """On an object store: the bucket exists and answers (raises StoreError, or OSError
+        when the store does not answer). Spark would otherwise fail at the first batch."""
+        if self.local:
+            return
+        from pyarrow.fs import FileType
+
+        bucket = self.root.split("/", 1)[0]
+        if self.fs.get_file_info(bucket).type == FileType.NotFound:
+            raise StoreError(self.location, "no-bucket", f"bucket {bucket!r} does not exist "
+                             "(create it first: the runner never creates buckets)")
+
+    def tree_bytes(self, *parts: str) -> int:
+        return sum(f.size for f in self.files(*parts))
+
+    def prune_empty_dirs(self, keep: set[str]) -> None:
+        """Remove empty directories not named in ``keep`` (relative paths), deepest first.
+        Only local: an object store has no directories, only keys."""
+        if not self.local:
+            return
+        for dirpath, _dirs, _names in os.walk(self.root, topdown=False):
+            rel = os.path.relpath(dirpath, self.root)
+            if rel == "." or rel in keep or any(k.startswith(rel + os.sep) for k in keep):
+                continue
+            with contextlib.suppress(OSError):  # not empty
+                os.rmdir(dirpath)
+
+
+def open_store(location: str | Path) -> CheckpointStore:
+    """The file system and root of a checkpoint location (path, ``file:`` or ``s3a://`` URI).
+
+    Raises :class:`StoreError` for a scheme we cannot read (``hdfs://``, ``gs://``, ...).
+    """
+    loc = str(location)
+    parsed = urlparse(loc)
+    if parsed.scheme in OBJECT_STORE_SCHEMES:
+        if not parsed.netloc:
+            raise StoreError(loc, "no-bucket", "an s3a:// location names a bucket: s3a://BUCKET/path")
+        return CheckpointStore(loc, _s3(loc), f"{parsed.netloc}{parsed.path}".rstrip("/"), False)
+    if parsed.scheme == "file":
+        path = parsed.path
+    elif parsed.scheme == "" or (len(parsed.scheme) == 1 and os.name == "nt"):
+        path = loc
+    else:
+        raise StoreError(loc, "unsupported-scheme",
+                         f"{parsed.scheme}:// checkpoints cannot be read here (a directory, "
+                         "file:// or s3a:// can)")
+    from pyarrow.fs import LocalFileSystem
+
+    return CheckpointStore(loc, LocalFileSystem(), os.path.abspath(path), True)
+
+
+def _s3(location: str) -> FileSystem:
+    """An S3 client from the job's s3a settings, else the AWS environment."""
+    from pyarrow.fs import S3FileSystem
+
+    with _settings_lock:
+        s = dict(_settings)
+    endpoint = (s.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL_S3")
+                or os.environ.get("AWS_ENDPOINT_URL") or "")
+    kwargs: dict[str, object] = {
+        "region": s.get("endpoint.region") or os.environ.get("AWS_REGION") or DEFAULT_REGION,
+        "connect_timeout": 5.0,
+        "request_timeout": 30.0,
+    }
+    if endpoint:
+        parsed = urlparse(endpoint if "://" in endpoint else f"//{endpoint}")
+        ssl = s.get("connection.ssl.enabled", "true").lower() != "false"
+        kwargs["endpoint_override"] = parsed.netloc
+        kwargs["scheme"] = parsed.scheme or ("https" if ssl else "http")
+    if s.get("access.key") and s.get("secret.key"):
+        kwargs["access_key"], kwargs["secret_key"] = s["access.key"], s["secret.key"]
+    if s.get("path.style.access", "").lower() == "false":
+        kwargs["force_virtual_addressing"] = True
+    try:
+        return S3FileSystem(**kwargs)  # type: ignore[arg-type]
+    except (OSError, ValueError) as e:
+        raise StoreError(location, "unreachable", str(e)) from None
