@@ -55,6 +55,14 @@ __all__ = ["PROVIDER_KEY", "ROCKSDB_PROVIDER", "JobDefinitionError", "ReadSource
 # --- what the runtime asks about a spec --------------------------------------------------------
 
 
+CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+OBJECT_STORE_CHECKPOINT_MANAGER = (
+    "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager")
+"""Spark's checkpoint file manager for object stores (spark-hadoop-cloud, among the S3A jars):
+an offsets or commit entry is written straight to its key and the upload aborted on failure,
+where the default writes a temporary file and renames it (S3A renames by copy and delete)."""
+
+
 def spark_conf_for(spec: StreamJobSpec) -> dict[str, str]:
     """Spark settings the job needs; the runtime merges them into the session.
 
@@ -67,6 +75,8 @@ def spark_conf_for(spec: StreamJobSpec) -> dict[str, str]:
         # Python data sources hand Arrow batches over; keep them large (rows per batch).
         "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
     }
+    if spec.checkpoint.on_object_store:
+        conf[CHECKPOINT_MANAGER_KEY] = OBJECT_STORE_CHECKPOINT_MANAGER
     conf.update(spec.spark.conf)
     return conf
 

@@ -51,6 +51,7 @@ resolve_jars() {
     -s "$settings" -f "$here/pom.xml" "-Dmaven.repo.local=$cache/m2" \
     "-Dhadoop.aws.version=$HADOOP_AWS_VERSION" "-Daws.sdk.version=$AWS_SDK_VERSION" \
     "-Danalytics.accelerator.version=$ANALYTICS_ACCELERATOR_VERSION" \
+    "-Dspark.hadoop.cloud.version=$SPARK_HADOOP_CLOUD_VERSION" \
     org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
     -DoutputDirectory="$tmp" -DincludeScope=runtime
   if ! compgen -G "$tmp/hadoop-aws-$HADOOP_AWS_VERSION.jar" >/dev/null; then

@@ -79,6 +79,7 @@ def test_a_checkpoint_on_s3_scales_repartitions_and_resumes_exactly_once(
     assert state.partitions_of(loc, batch) == 8
     st = r.wait(lambda s: (s["lastCommittedBatch"] or -1) >= batch + 2, 180, "batches at 8")
     assert st["partitions"] == 8 and st["phase"] == "Running"
+    print("offsets/ on S3:", state.open_store(loc).listdir("offsets"))
     parts = state.open_store(loc).listdir("state", "0")
     assert sorted(int(p) for p in parts if p.isdigit()) == list(range(8)), parts
 

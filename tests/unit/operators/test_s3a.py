@@ -96,8 +96,33 @@ def test_the_image_bakes_in_the_jars_of_the_resolvers_versions() -> None:
     assert f"hadoop-aws-{pins['HADOOP_AWS_VERSION']}.jar" in names
     assert f"s3-{pins['AWS_SDK_VERSION']}.jar" in names
     assert f"analyticsaccelerator-s3-{pins['ANALYTICS_ACCELERATOR_VERSION']}.jar" in names
+    assert f"spark-hadoop-cloud_2.13-{pins['SPARK_HADOOP_CLOUD_VERSION']}.jar" in names
     sdk = [p for p, _ in listed if p.startswith("software/amazon/awssdk/")]
     assert sdk and all(f"/{pins['AWS_SDK_VERSION']}/" in p for p in sdk)
     assert all(len(sha) == 64 and int(sha, 16) >= 0 for _, sha in listed)
     assert not any(n.startswith(("netty-all", "httpclient-", "commons-codec", "slf4j-"))
                    for n in names)
+
+
+def test_a_checkpoint_on_s3a_gets_sparks_object_store_checkpoint_manager() -> None:
+    """Spark's own manager for object stores (spark-hadoop-cloud) unless the job names one; a
+    directory keeps Spark's default."""
+    from contracts.streamjob import StreamJobSpec
+    from operators.job import (
+        CHECKPOINT_MANAGER_KEY,
+        OBJECT_STORE_CHECKPOINT_MANAGER,
+        spark_conf_for,
+    )
+
+    def spec(location: str, conf: dict[str, str] | None = None) -> StreamJobSpec:
+        return StreamJobSpec.model_validate({
+            "source": {"type": "burst", "trace": "t.csv"},
+            "pipeline": [{"type": "aggregate", "name": "c", "keys": ["key"]}],
+            "sink": {"type": "noop"}, "checkpoint": {"location": location},
+            "spark": {"conf": conf or {}}})
+
+    assert spark_conf_for(spec("s3a://b/cp"))[CHECKPOINT_MANAGER_KEY] == \
+        OBJECT_STORE_CHECKPOINT_MANAGER
+    assert CHECKPOINT_MANAGER_KEY not in spark_conf_for(spec("/data/cp"))
+    mine = spark_conf_for(spec("s3a://b/cp", {CHECKPOINT_MANAGER_KEY: "my.Manager"}))
+    assert mine[CHECKPOINT_MANAGER_KEY] == "my.Manager"
