@@ -213,8 +213,10 @@ def _recv(s: socket.socket, n: int) -> bytes:
 def _format(root: Path, jars: Path) -> None:
     """kafka.tools.StorageTool format: a new cluster id, the metadata log in data/."""
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    # "--cluster-id=ID", not "-t ID": one id in 64 starts with "-", which the tool's argument
+    # parser then reads as an option ("expected one argument"; seen in CI, 9 Kafka tests)
     cmd = [java(), "-Xmx256m", "-cp", f"{jars}/*", "kafka.tools.StorageTool", "format",
-           "-t", cluster_id, "-c", str(root / "server.properties")]  # fmt: skip
+           f"--cluster-id={cluster_id}", "-c", str(root / "server.properties")]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if res.returncode != 0:
         raise RuntimeError(f"kafka StorageTool format failed ({res.returncode}):\n{res.stderr}")
