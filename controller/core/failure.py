@@ -72,11 +72,15 @@ def restart_in_flight(x: Inputs) -> Decision | None:
     )
 
 
-def recover(x: Inputs) -> Decision:
-    """Recovery as scale-out: restart from the checkpoint with enough capacity to catch up."""
+def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
+    """Recovery as scale-out: restart from the checkpoint with enough capacity to catch up.
+
+    ``evidence``: why the job is down, when the caller knows more than the snapshot can say (a
+    driver pod that is gone, not one that does not answer); by default
+    :func:`~controller.core.diagnosis.failure_evidence`."""
     s, pol = x.snapshot, x.policy
-    evidence = failure_evidence(s, pol)
-    diagnosis = Diagnosis(kind=BottleneckKind.FAILURE, evidence=tuple(evidence))
+    found = list(evidence) or failure_evidence(s, pol)
+    diagnosis = Diagnosis(kind=BottleneckKind.FAILURE, evidence=tuple(found))
     known = [e for e in x.history.entries if e.expected_rate and e.executors]
     fallback = s.target_executors or s.executors or pol.executors.initial or pol.executors.min
     n = max(fallback, pol.executors.min, 1)
@@ -111,7 +115,7 @@ def recover(x: Inputs) -> Decision:
     return Decision(
         action=Action.RECOVER,
         reason=Reason.RECOVER_FAILURE,
-        message=f"{'; '.join(evidence)}: restart from the latest checkpoint with {n} "
+        message=f"{'; '.join(found)}: restart from the latest checkpoint with {n} "
         f"executor(s){f' and {partitions} state partitions' if partitions else ''}; {note}",
         target_executors=n,
         target_partitions=partitions,

@@ -258,7 +258,7 @@ class Reconciler:
         ):
             # the driver pod vanished (deleted, evicted, its node lost) with no recovery of ours
             # in flight: recovery as scale-out, sized by the engine to drain the outage
-            recovery = recovery_from_status(draft, policy, key[1])
+            recovery = recovery_from_status(draft, policy, key[1], names.driver)
             if recovery.enforced and recovery.target_executors is not None:
                 executors = recovery.target_executors
         manifest = resources.runner_manifest(job, names, s, executors)
@@ -459,12 +459,15 @@ class Reconciler:
 # --- helpers ------------------------------------------------------------------------------------
 
 
-def recovery_from_status(draft: StatusDraft, policy: ScalingPolicySpec, job: str) -> Decision:
+def recovery_from_status(
+    draft: StatusDraft, policy: ScalingPolicySpec, job: str, pod: str
+) -> Decision:
     """The engine's recovery (``controller.core.failure.recover``) for a driver pod that is
     gone: what status last observed (arrival rate, backlog and its age, executors) stands for
     the job's last snapshot, with the driver down; the history says what each executor
     delivered. Sized to drain the backlog plus what arrives during the restart within
-    ``lag.catchUpSeconds``; with nothing measured yet, the last size."""
+    ``lag.catchUpSeconds``; with nothing measured yet, the last size. The decision says the
+    pod ``pod`` is gone, not that a driver does not answer."""
     doc = draft.doc
     execs = doc.get("executors") or {}
     snap = MetricsSnapshot(
@@ -474,7 +477,8 @@ def recovery_from_status(draft: StatusDraft, policy: ScalingPolicySpec, job: str
         executors=execs.get("current"), target_executors=execs.get("target"),
         last_committed_batch=doc.get("lastCommittedBatch"),
     )
-    return recover(Inputs(snap, policy, draft.history(), draft.now))
+    gone = f"driver pod {pod} is gone (deleted, evicted or its node lost)"
+    return recover(Inputs(snap, policy, draft.history(), draft.now), (gone,))
 
 
 def _problems(model: type[StreamJob] | type[ScalingPolicy], e: ValidationError) -> str:

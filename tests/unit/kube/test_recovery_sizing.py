@@ -18,6 +18,7 @@ from tests.realcomponents import REPO
 
 NOW = 10_000.0
 POLICY = load_policy(REPO / "policies" / "default.yaml").spec
+DRIVER = "wc-driver"
 
 
 def status(history: list[dict[str, Any]]) -> dict[str, Any]:
@@ -35,7 +36,7 @@ SCALED = [{"time": NOW - 120, "kind": "action", "action": "scale", "executors": 
 
 
 def test_sized_to_drain_the_backlog_and_the_restart_within_the_catch_up_time() -> None:
-    d = recovery_from_status(draft(status(SCALED)), POLICY, "wc")
+    d = recovery_from_status(draft(status(SCALED)), POLICY, "wc", DRIVER)
     per_executor = 8_000.0 / 2
     backlog = 300_000.0 + 6_000.0 * POLICY.partitions.restart_seconds
     required = 6_000.0 + backlog / POLICY.lag.catch_up_seconds
@@ -43,17 +44,20 @@ def test_sized_to_drain_the_backlog_and_the_restart_within_the_catch_up_time() -
                POLICY.executors.max)
     assert d.action is Action.RECOVER and d.enforced
     assert d.target_executors == want and want > 2, (d.target_executors, want)
+    assert d.message.startswith(f"driver pod {DRIVER} is gone (deleted, evicted or its node "
+                                "lost): restart from the latest checkpoint"), d.message
+    assert "does not answer" not in d.message, d.message
     assert f"need {required:,.0f} records/s to drain {backlog:,.0f} records within " \
            f"{POLICY.lag.catch_up_seconds:g} s" in d.message, d.message
 
 
 def test_with_nothing_measured_the_last_size() -> None:
-    d = recovery_from_status(draft(status([])), POLICY, "wc")
+    d = recovery_from_status(draft(status([])), POLICY, "wc", DRIVER)
     assert d.target_executors == 2
     assert "no measured capacity yet: restarting at the last size" in d.message
 
 
 def test_a_policy_that_only_recommends_does_not_enforce_the_size() -> None:
     observe: ScalingPolicySpec = POLICY.model_copy(update={"mode": "recommend"})
-    d = recovery_from_status(draft(status(SCALED)), observe, "wc")
+    d = recovery_from_status(draft(status(SCALED)), observe, "wc", DRIVER)
     assert not d.enforced
