@@ -4,7 +4,8 @@ pyspark ships Hadoop's shaded client (hadoop-client-api/-runtime 3.5.0 in pyspar
 hadoop-aws nor the AWS SDK. ``hack/tools/s3a/resolve.sh`` resolves hadoop-aws of that same
 version and the AWS SDK v2 modules S3A uses (~13 MB, instead of the SDK's 686 MB ``bundle``)
 into ``~/.cache/stream-autoscaler/s3a/hadoop-aws-<version>/``; :func:`s3a_jars` finds them for
-``spark.jars`` (``STREAM_AUTOSCALER_S3A_JARS``, a directory of jars, wins).
+``spark.jars`` (``STREAM_AUTOSCALER_S3A_JARS``, a directory or comma-separated paths, wins;
+:mod:`operators.jars`).
 :func:`hadoop_s3a_conf` is the Spark conf for one endpoint. Credentials are not in it: S3A's
 default provider chain reads ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` from the
 environment (of the driver and of every executor), so secrets stay out of Spark's conf and UI.
@@ -12,9 +13,9 @@ environment (of the driver and of every executor), so secrets stay out of Spark'
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from urllib.parse import urlsplit
+
+from operators.jars import JarSet
 
 JARS_ENV = "STREAM_AUTOSCALER_S3A_JARS"
 HADOOP_AWS_VERSION = "3.5.0"
@@ -22,28 +23,17 @@ HADOOP_AWS_VERSION = "3.5.0"
 value as ``HADOOP_AWS_VERSION`` in hack/tools/s3a/versions.env, which resolves them (a unit test
 holds the two equal). It must equal pyspark's hadoop-client-api version: hadoop-aws is built
 against that exact hadoop-common."""
+S3A_JARS = JarSet(
+    what="hadoop-aws and the AWS SDK jars", env=JARS_ENV, cache_env="SA_S3A_CACHE",
+    cache_name="s3a", dirname=f"hadoop-aws-{HADOOP_AWS_VERSION}",
+    script="hack/tools/s3a/resolve.sh",
+)
 
 
 def s3a_jars() -> list[str]:
     """Local paths of hadoop-aws and the AWS SDK jars for ``spark.jars``; ValueError if they are
     not resolved."""
-    override = os.environ.get(JARS_ENV, "").strip()
-    if override:
-        d = Path(override)
-        jars = sorted(d.glob("*.jar")) if d.is_dir() else []
-        if not jars:
-            raise ValueError(f"{JARS_ENV}: {d} is not a directory of jars")
-        return [str(p) for p in jars]
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
-    cache = Path(os.environ.get("SA_S3A_CACHE", base / "s3a"))
-    d = cache / f"hadoop-aws-{HADOOP_AWS_VERSION}"
-    jars = sorted(d.glob("*.jar")) if (d / ".stamp").exists() else []
-    if not jars:
-        raise ValueError(
-            f"hadoop-aws and the AWS SDK jars are not resolved in {d}: run `make tools` "
-            f"(hack/tools/s3a/resolve.sh) or set {JARS_ENV}"
-        )
-    return [str(p) for p in jars]
+    return S3A_JARS.paths()
 
 
 def hadoop_s3a_conf(

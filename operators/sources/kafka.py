@@ -26,14 +26,13 @@ Spark's ``latestOffset`` and the age is unknown (``None``, never 0).
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts.streamjob import KafkaSource
 from operators.errors import KafkaSourceError, VerifierError
+from operators.jars import JarSet
 from operators.sources.base import SourceBacklog
 from operators.sources.offsets import TopicOffsets, topic_offsets, topic_offsets_json
 
@@ -55,6 +54,11 @@ SPARK_KAFKA_VERSION = "4.2.0"
 """spark-sql-kafka-0-10_2.13, whose jars :func:`kafka_jars` looks for in the cache. The same
 value as ``SPARK_KAFKA_VERSION`` in hack/tools/kafka/versions.env, which resolves them (a unit
 test holds the two equal; that file says why 4.2.0 on PySpark 4.3)."""
+KAFKA_JARS = JarSet(
+    what="Spark's Kafka connector jars", env=JARS_ENV, cache_env="SA_KAFKA_CACHE",
+    cache_name="kafka", dirname=f"spark-kafka-{SPARK_KAFKA_VERSION}",
+    script="hack/tools/kafka/resolve.sh",
+)
 PROBE_TIMEOUT_SECONDS = 2.0
 """Longest the lag probe waits on the broker per progress event: the loopback broker answers in
 milliseconds; a broker that does not answer in 2 s leaves the age unknown for that batch rather
@@ -65,25 +69,10 @@ than delay the next progress event."""
 
 def kafka_jars() -> list[str]:
     """Local paths of the connector jars for ``spark.jars``; KafkaSourceError if not resolved."""
-    override = os.environ.get(JARS_ENV, "").strip()
-    if override:
-        paths = [Path(p) for p in override.split(",") if p.strip()]
-        if len(paths) == 1 and paths[0].is_dir():
-            paths = sorted(paths[0].glob("*.jar"))
-        missing = [str(p) for p in paths if not p.is_file()]
-        if missing or not paths:
-            raise KafkaSourceError(f"{JARS_ENV}: no such jar(s): {', '.join(missing) or override}")
-        return [str(p) for p in paths]
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
-    cache = Path(os.environ.get("SA_KAFKA_CACHE", base / "kafka"))
-    d = cache / f"spark-kafka-{SPARK_KAFKA_VERSION}"
-    jars = sorted(d.glob("*.jar")) if (d / ".stamp").exists() else []
-    if not jars:
-        raise KafkaSourceError(
-            f"Spark's Kafka connector jars are not resolved in {d}: run `make tools` "
-            f"(hack/tools/kafka/resolve.sh) or set {JARS_ENV}"
-        )
-    return [str(p) for p in jars]
+    try:
+        return KAFKA_JARS.paths()
+    except ValueError as e:
+        raise KafkaSourceError(str(e)) from None
 
 
 # --- reading ---------------------------------------------------------------------------------
