@@ -367,7 +367,8 @@ def memory_pressure(
         f"and {s.failed_tasks} failed task(s)"
     )
     hi = ceiling(x, model)
-    want = min(max(math.ceil(n_cur * ratio / pol.utilization.target), n_cur + 1), hi)
+    want = min(max(math.ceil(n_cur * ratio / pol.utilization.target), n_cur + 1,
+                   pol.executors.min), hi)  # fmt: skip
     if want <= n_cur:
         return x.hold(
             Reason.MEMORY_PRESSURE,

@@ -260,6 +260,18 @@ CASES = [
         diagnosis=BottleneckKind.MEMORY,
     ),
     Case(
+        "memory pressure below executors.min (no executor yet): straight to the minimum",
+        snapshot(arrival=0.0, executors=0, memory_used_ratio=1.0, failed_tasks=1,
+                 processed_rate=1.0, stages=(
+                     StageMetrics(name="source", kind="source", partitions=1, rows=5.0,
+                                  busy_seconds=0.04),
+                     StageMetrics(name="counts", kind="stateful", partitions=1, rows=5.0,
+                                  busy_seconds=0.04, state_bytes=0.0))),
+        (SCALE, Reason.SCALE_OUT_MEMORY, 2, None),
+        policy=policy(executors={"min": 2, "max": 8}),
+        diagnosis=BottleneckKind.MEMORY,
+    ),
+    Case(
         "a full storage memory without failed tasks is a full cache: reported, not acted on",
         snapshot(arrival=5_000, executors=2, partitions=8, memory_used_ratio=0.95),
         (HOLD, Reason.SCALE_DOWN_DEFERRED, None, None),
