@@ -3,11 +3,14 @@
 It lives in the StreamJob status (durable, not in memory), so it is bounded: at most
 ``HistoryLimits.max_entries`` entries, none older than ``HistoryLimits.max_age_seconds``.
 Recommendations feed the scale-down deferral; actions feed the cooldown and the
-ineffective-scale-up check; blocked entries are Dhalion's blacklist.
+ineffective-scale-up check; blocked entries are Dhalion's blacklist. Cost samples (one per stage
+and window, at most ``HistoryLimits.max_cost_samples``, one per band of records per task) are
+what the per-task fixed cost is fitted from (``controller.core.taskcost``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,9 +30,17 @@ class HistoryLimits:
     while keeping the StreamJob status well under etcd's 1.5 MB object limit (~40 kB)."""
     max_age_seconds: float = 3600.0
     """Longer than any window the engine looks back over (stabilization, blacklist)."""
+    max_cost_samples: int = 48
+    """Cost samples kept (~3 kB of status): a few stages, each over the bands of records per
+    task the job has run at (:data:`COST_BANDS_PER_DOUBLING`)."""
 
 
 DEFAULT_LIMITS = HistoryLimits()
+
+COST_BANDS_PER_DOUBLING = 2
+"""Cost samples are kept one per stage and band of records per task, a band being a factor of
+``2 ** (1 / COST_BANDS_PER_DOUBLING)``: a job that runs at one load for an hour keeps one sample
+of it, not the hour, so the samples still span the loads it has seen."""
 
 
 class HistoryEntry(Model):
@@ -50,16 +61,46 @@ class HistoryEntry(Model):
     until: float | None = Field(default=None, description="Blocked until this Unix time (s).")
 
 
+class CostSample(Model):
+    """One stage's task time over one evaluation window: busy time against tasks and records."""
+
+    time: float = Field(description="Unix time (s).")
+    stage: str = Field(description="Stage (operator) name.")
+    tasks: float = Field(gt=0, description="Tasks the stage ran in the window (count).")
+    records: float = Field(gt=0, description="Source records of the window (count).")
+    busy_seconds: float = Field(ge=0, description="Task time summed over the tasks (s).")
+
+    def band(self) -> tuple[str, int]:
+        """The stage and band of records per task this sample stands for."""
+        per_task = max(self.records / self.tasks, 1.0)
+        return self.stage, math.floor(math.log2(per_task) * COST_BANDS_PER_DOUBLING)
+
+
 class ScalingHistory(Model):
     """A bounded, serializable log of recommendations and actions, oldest first."""
 
     entries: tuple[HistoryEntry, ...] = ()
+    costs: tuple[CostSample, ...] = Field(
+        default=(),
+        description="Per-stage task costs at the loads seen, oldest first (one per band of "
+        "records per task).",
+    )
 
     def add(
         self, entry: HistoryEntry, now: float, limits: HistoryLimits = DEFAULT_LIMITS
     ) -> ScalingHistory:
         """Returns a new history with ``entry`` appended and the bounds applied."""
-        return ScalingHistory(entries=(*self.entries, entry)).trimmed(now, limits)
+        return self.model_copy(update={"entries": (*self.entries, entry)}).trimmed(now, limits)
+
+    def add_costs(
+        self, samples: tuple[CostSample, ...], now: float, limits: HistoryLimits = DEFAULT_LIMITS
+    ) -> ScalingHistory:
+        """Returns a new history with ``samples`` in, each replacing the sample of its band."""
+        if not samples:
+            return self
+        bands = {s.band() for s in samples}
+        kept = [c for c in self.costs if c.band() not in bands]
+        return self.model_copy(update={"costs": (*kept, *samples)}).trimmed(now, limits)
 
     def trimmed(self, now: float, limits: HistoryLimits = DEFAULT_LIMITS) -> ScalingHistory:
         """Drops entries older than the age bound, then the oldest beyond the count bound.
@@ -75,7 +116,8 @@ class ScalingHistory(Model):
         ]
         if len(kept) > limits.max_entries:
             kept = kept[len(kept) - limits.max_entries :]
-        return ScalingHistory(entries=tuple(kept))
+        costs = [c for c in self.costs if c.time >= horizon][-limits.max_cost_samples :]
+        return ScalingHistory(entries=tuple(kept), costs=tuple(costs))
 
     def since(self, t: float, kind: EntryKind) -> list[HistoryEntry]:
         """Entries of one kind at or after ``t``."""

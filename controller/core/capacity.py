@@ -35,6 +35,7 @@ executors added in place help it only after a restart or repartition.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from controller.core.snapshot import MetricsSnapshot, StageKind
@@ -52,6 +53,11 @@ the fixed per-task cost that inflates short batches is then a small part of it."
 WALL_FIT_MIN_RATIO = 1.15
 """Wall time per record over the busy-time model below this ratio is noise (metrics timing,
 task launch): the model stays as measured."""
+
+MAX_FIXED_SHARE = 0.95
+"""At most this share of a stage's busy time is taken out as fixed per-task cost, so every stage
+keeps a cost per record (the fit, :mod:`controller.core.taskcost`, is bounded the same way). On
+real Spark at a light load the fixed part was ~90% of a stateful task (docs/spark-facts.md)."""
 
 WAVE_STEP = 1.5
 """Capacity grows in task waves, so the fewest executors at the target utilization can be a
@@ -72,6 +78,9 @@ class StageCost:
     """Tasks per batch; None = as many as there are slots."""
     spread: float = 1.0
     """Observed wall time / ideal wall time (>= 1)."""
+    task_seconds: float = 0.0
+    """Fixed seconds each task pays whatever it reads (:mod:`controller.core.taskcost`); ``cost``
+    is then the rest, per record."""
 
 
 @dataclass(frozen=True)
@@ -108,12 +117,19 @@ class CapacityModel:
     1 = the gains as modelled."""
 
     @staticmethod
-    def from_snapshot(s: MetricsSnapshot, slo_seconds: float | None = None) -> CapacityModel | None:
+    def from_snapshot(
+        s: MetricsSnapshot,
+        slo_seconds: float | None = None,
+        task_seconds: Mapping[str, float] | None = None,
+    ) -> CapacityModel | None:
         """The model, or None when the snapshot cannot tell the costs (idle or unknown).
-        ``slo_seconds``: the lag SLO the batch-time budget derives from (None: the trigger)."""
+        ``slo_seconds``: the lag SLO the batch-time budget derives from (None: the trigger).
+        ``task_seconds``: each stage's fixed cost per task, by name
+        (:func:`controller.core.taskcost.fixed_task_seconds`): taken out of its busy time (never
+        more than :data:`MAX_FIXED_SHARE` of it) and counted per task wave instead."""
         if s.executors is None or s.window_seconds is None:
             return None
-        records = _records_in_window(s)
+        records = records_in_window(s)
         if records is None or records <= 0:
             return None
         cores = s.cores_per_executor or 1
@@ -125,7 +141,12 @@ class CapacityModel:
             cap = st.partitions
             if st.kind == "source" and s.source_partitions is not None:
                 cap = s.source_partitions
-            stages.append(StageCost(st.name, st.kind, st.busy_seconds / records, cap))
+            fixed = (task_seconds or {}).get(st.name, 0.0)
+            tasks = (st.partitions or 0) * (s.batches or 0)
+            fixed_busy = min(fixed * tasks, MAX_FIXED_SHARE * st.busy_seconds)
+            per_task = fixed_busy / tasks if tasks else 0.0
+            stages.append(StageCost(st.name, st.kind, (st.busy_seconds - fixed_busy) / records,
+                                    cap, task_seconds=per_task))  # fmt: skip
         if not stages:
             fallback = _fallback_stage(s, records, slots)
             if fallback is None:
@@ -175,16 +196,21 @@ class CapacityModel:
         4, so slots that do not cut a wave add nothing. Without a known task count the stage
         spreads over every slot. The stateful stage's usable slots are those that held state
         when the query last started, unless the layout restarts it."""
-        slots = layout.executors * self.cores_per_executor
-        if slots <= 0:
+        usable = self._usable_slots(st, layout)
+        if usable <= 0:
             return math.inf
-        usable = slots
-        if st.kind == "stateful" and not layout.restart:
-            usable = min(slots, max(1, self.current_executors * self.cores_per_executor))
         tasks = layout.partitions if st.kind == "stateful" else st.partitions
         if not tasks:
             return st.cost * st.spread / usable
         return st.cost * st.spread * math.ceil(tasks / usable) / tasks
+
+    def _usable_slots(self, st: StageCost, layout: Layout) -> int:
+        """Slots a stage's tasks can run on at ``layout``: all of them, but for the stateful
+        stage without a restart only those that held state when the query last started."""
+        slots = layout.executors * self.cores_per_executor
+        if st.kind == "stateful" and not layout.restart and slots > 0:
+            return min(slots, max(1, self.current_executors * self.cores_per_executor))
+        return slots
 
     def overhead_share_of_batch(self) -> float:
         """Fixed driver time as a share of the longest batch the job may run: the batch-time
@@ -195,16 +221,32 @@ class CapacityModel:
             return 0.0
         return min(1.0, self.overhead_seconds / span)
 
-    def budget_share(self) -> float:
-        """Share of the batch-time budget left for work after the fixed overhead."""
+    def fixed_seconds(self, layout: Layout | None = None) -> float:
+        """Wall seconds every batch pays whatever it reads at ``layout`` (default: the current
+        one): the driver's overhead plus, per stage, one fixed task cost per task wave."""
+        lay = layout or Layout(self.current_executors, self.current_partitions, restart=False)
+        return self.overhead_seconds + sum(
+            st.task_seconds * self.waves(st, lay) for st in self.stages if st.task_seconds > 0
+        )
+
+    def waves(self, st: StageCost, layout: Layout) -> int:
+        """Task waves of one stage per batch at ``layout`` (1 when its task count is unknown)."""
+        usable = self._usable_slots(st, layout)
+        tasks = layout.partitions if st.kind == "stateful" else st.partitions
+        if not tasks or usable <= 0:
+            return 1
+        return math.ceil(tasks / usable)
+
+    def budget_share(self, layout: Layout | None = None) -> float:
+        """Share of the batch-time budget left for work after the fixed time at ``layout``."""
         span = max(self.interval_seconds, self.budget_seconds)
         if span <= 0:
             return 1.0
-        return 1.0 - self.overhead_seconds / span
+        return 1.0 - self.fixed_seconds(layout) / span
 
     def utilization(self, rate: float, layout: Layout) -> float:
         """Busy fraction of the work budget needed to process ``rate`` records/s."""
-        budget = self.budget_share()
+        budget = self.budget_share(layout)
         if budget <= 0:
             return math.inf
         return rate * self.work_seconds_per_record(layout) / budget
@@ -212,7 +254,7 @@ class CapacityModel:
     def capacity(self, layout: Layout, utilization: float = 1.0) -> float:
         """Records/s sustainable at ``layout`` while busy at most ``utilization``."""
         w = self.work_seconds_per_record(layout)
-        budget = self.budget_share()
+        budget = self.budget_share(layout)
         if budget <= 0 or not math.isfinite(w):
             return 0.0
         if w <= 0:
@@ -263,19 +305,20 @@ def wall_fit(model: CapacityModel, s: MetricsSnapshot, records: float) -> Capaci
         return model
     ratio = 0.0
     long_enough = WALL_FIT_BATCH_SHARE * model.interval_seconds
+    fixed = model.fixed_seconds(current)
     mean = s.batch_duration_seconds or 0.0
-    if s.batches and mean >= long_enough and mean > model.overhead_seconds:
-        ratio = (mean - model.overhead_seconds) * s.batches / records / modelled
+    if s.batches and mean >= long_enough and mean > fixed:
+        ratio = (mean - fixed) * s.batches / records / modelled
     running, rows = s.batch_in_flight_seconds, s.batch_in_flight_rows
     if running is not None and rows and running >= long_enough:
-        ratio = max(ratio, (running - model.overhead_seconds) / rows / modelled)
+        ratio = max(ratio, (running - fixed) / rows / modelled)
     if ratio < WALL_FIT_MIN_RATIO:
         return model
     stages = tuple(replace(st, spread=st.spread * ratio) for st in model.stages)
     return replace(model, stages=stages, wall_ratio=ratio)
 
 
-def _records_in_window(s: MetricsSnapshot) -> float | None:
+def records_in_window(s: MetricsSnapshot) -> float | None:
     """Source records processed in the window: the read stage's rows, else rate x window."""
     for st in s.stages:
         if st.kind == "source" and st.rows is not None:

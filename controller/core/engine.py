@@ -11,7 +11,9 @@ The pipeline, in order (each step may end in a hold that says why):
 3. sizing (:mod:`~controller.core.sizing`, DS2): the required rate is arrival + backlog /
    catch-up time; the smallest layout (executors, state partitions) that carries it at the
    target utilization, in place or with a restart that spreads state over the new slots (the
-   SEEP move, :mod:`~controller.core.repartition`);
+   SEEP move, :mod:`~controller.core.repartition`); each task's fixed cost, fitted over windows
+   at different loads (:mod:`~controller.core.taskcost`), is paid once per task wave of a
+   batch, not per record;
 4. the guards (:mod:`~controller.core.guards`): act only outside [low, high]; scale in only to
    the highest recommendation over the stabilization window (longer after recent direction
    changes), never while catching up; cooldown after an action (a scale-in never holds back a
@@ -24,7 +26,10 @@ Every threshold is a policy field (:mod:`contracts.policy`) except
 :data:`~controller.core.sizing.WORTHWHILE_SHARE`, the capacity model's wall-time fit
 (:data:`~controller.core.capacity.WALL_FIT_BATCH_SHARE`,
 :data:`~controller.core.capacity.WALL_FIT_MIN_RATIO`), the task-wave step
-(:data:`~controller.core.capacity.WAVE_STEP`) and the scale-in flip back-off
+(:data:`~controller.core.capacity.WAVE_STEP`), the fit of the fixed cost per task
+(:data:`~controller.core.taskcost.MIN_SAMPLES`, :data:`~controller.core.taskcost.MIN_SPREAD`,
+:data:`~controller.core.taskcost.MIN_FIXED_SHARE`,
+:data:`~controller.core.capacity.MAX_FIXED_SHARE`) and the scale-in flip back-off
 (:data:`~controller.core.guards.FLIP_BACKOFF`, :data:`~controller.core.guards.FLIP_MEMORY`),
 documented where they are declared.
 """
@@ -45,6 +50,8 @@ from controller.core.inputs import Inputs
 from controller.core.reasons import Reason
 from controller.core.sizing import demand, plan, sizing_of
 from controller.core.snapshot import MetricsSnapshot
+from controller.core.taskcost import fixed_task_seconds
+from controller.core.taskcost import samples as cost_samples
 
 
 def decide(
@@ -62,7 +69,8 @@ def decide(
     problem = _data_problem(x)
     if problem is not None:
         return problem
-    model = CapacityModel.from_snapshot(snapshot, policy.lag.slo_seconds)
+    fixed = fixed_task_seconds((*history.costs, *cost_samples(snapshot, now)))
+    model = CapacityModel.from_snapshot(snapshot, policy.lag.slo_seconds, fixed)
     diagnosis = diagnose(snapshot, model, policy)
     if model is None:
         return _without_model(x, diagnosis)

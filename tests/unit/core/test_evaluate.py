@@ -25,6 +25,7 @@ from controller.core import (
     log_fields,
     record,
 )
+from controller.core.taskcost import samples as cost_samples
 from tests.unit.core.factories import NOW, snapshot
 
 LOADED = snapshot(arrival=40_000, executors=2, partitions=2, backlog=100_000, age=10)
@@ -140,14 +141,16 @@ def test_evaluate(case: Case) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_evaluate_records_what_record_does(case: Case) -> None:
-    """The step's history equals ``record`` of the decision as carried out (or not)."""
+    """The step's history equals ``record`` of the decision as carried out (or not), plus the
+    window's task costs."""
     ev, _ = _host(case, [])
     d = decide(case.observed, case.policy, ScalingHistory(), NOW)
     done = d if ev.acted else d.model_copy(update={"enforced": False})
     expected = record(
         ScalingHistory(), done, NOW, rate_before=case.observed.processed_rate, limits=case.limits
     )
-    assert ev.history == expected
+    assert ev.history.entries == expected.entries
+    assert ev.history.costs == cost_samples(case.observed, NOW)
 
 
 def test_log_fields_explain_the_decision() -> None:

@@ -1,0 +1,141 @@
+"""The fixed cost per task (issue #12 item 2: "a per-task fixed cost fitted from windows at
+different rates"). A task pays a fixed part (launch, shuffle fetch, the state store's commit,
+the output file's) whatever it reads; busy time per record taken at one load folds it into the
+per-record cost, so a light load looks busy.
+
+The case is the capped demo's on real Spark (docs/spark-facts.md): four executors at a quarter
+core each, four state partitions, 20,770 records/s arriving after a burst — read as 178% busy
+and scaled out to six, while each stateful task spent most of its second committing RocksDB."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts.history import CostSample, HistoryLimits, ScalingHistory
+from contracts.policy import ScalingPolicySpec
+from controller.core import MetricsSnapshot, Reason, StageMetrics, decide
+from controller.core.capacity import MAX_FIXED_SHARE, CapacityModel, Layout
+from controller.core.taskcost import fixed_task_seconds, samples
+from tests.unit.core.factories import NOW, snapshot
+
+POLICY = ScalingPolicySpec.model_validate({"executors": {"max": 6}})
+STATE_FIXED, STATE_PER_RECORD = 1.2, 2e-5
+READ_FIXED, READ_PER_RECORD = 0.3, 4e-6
+TASKS = 4
+
+
+def task_seconds(fixed: float, per_record: float, per_task: float) -> float:
+    return fixed + per_record * per_task
+
+
+def light_load(rate: float = 20_770.0, batches: int = 30) -> MetricsSnapshot:
+    """Four executors, four source and four state partitions, a 1 s trigger, keeping up."""
+    per_batch = rate
+    per_task = per_batch / TASKS
+    state = task_seconds(STATE_FIXED, STATE_PER_RECORD, per_task)
+    read = task_seconds(READ_FIXED, READ_PER_RECORD, per_task)
+    rows = per_batch * batches
+    stages = (
+        StageMetrics(name="source", kind="source", partitions=TASKS, rows=rows,
+                     busy_seconds=read * TASKS * batches),
+        StageMetrics(name="counts", kind="stateful", partitions=TASKS, rows=rows,
+                     busy_seconds=state * TASKS * batches, state_rows=10_000, state_bytes=5e7),
+    )  # fmt: skip
+    return snapshot(arrival=rate, executors=4, partitions=TASKS, backlog=30_000, age=1.5,
+                    processed_rate=rate, source_partitions=TASKS, stages=stages, batches=batches,
+                    batch_duration_seconds=0.1 + read + state)  # fmt: skip
+
+
+def burst_history() -> ScalingHistory:
+    """The same job's windows during the burst: 20,000 and 50,000 records per task."""
+    costs: list[CostSample] = []
+    for i, per_task in enumerate((20_000.0, 50_000.0)):
+        for stage, fixed, per in (("source", READ_FIXED, READ_PER_RECORD),
+                                  ("counts", STATE_FIXED, STATE_PER_RECORD)):
+            tasks = TASKS * 10.0
+            costs.append(CostSample(time=NOW - 120 + i * 30, stage=stage, tasks=tasks,
+                                    records=per_task * tasks,
+                                    busy_seconds=task_seconds(fixed, per, per_task) * tasks))
+    return ScalingHistory(costs=tuple(costs))
+
+
+def test_windows_at_different_loads_separate_the_fixed_cost_from_the_cost_per_record() -> None:
+    fitted = fixed_task_seconds((*burst_history().costs, *samples(light_load(), NOW)))
+    assert fitted == pytest.approx({"source": READ_FIXED, "counts": STATE_FIXED})
+
+
+@pytest.mark.parametrize(
+    ("case", "per_task"),
+    [
+        ("two windows fit any noise exactly", (5_000.0, 50_000.0)),
+        ("loads closer than MIN_SPREAD cannot tell the two apart", (20_000.0, 25_000.0, 30_000.0)),
+    ],
+)
+def test_no_fixed_cost_without_enough_evidence(case: str, per_task: tuple[float, ...]) -> None:
+    costs = [CostSample(time=NOW, stage="counts", tasks=4.0, records=x * 4,
+                        busy_seconds=task_seconds(STATE_FIXED, STATE_PER_RECORD, x) * 4)
+             for x in per_task]  # fmt: skip
+    assert fixed_task_seconds(costs) == {}, case
+
+
+def test_a_cost_per_record_only_fits_no_fixed_cost_and_a_flat_one_keeps_a_cost_per_record(
+) -> None:
+    proportional = [CostSample(time=NOW, stage="s", tasks=1.0, records=x, busy_seconds=x * 1e-5)
+                    for x in (1_000.0, 10_000.0, 100_000.0)]  # fmt: skip
+    assert fixed_task_seconds(proportional) == {}
+    flat = [CostSample(time=NOW, stage="s", tasks=1.0, records=x, busy_seconds=y)
+            for x, y in ((1_000.0, 1.0), (10_000.0, 0.9), (100_000.0, 1.1))]  # fmt: skip
+    assert fixed_task_seconds(flat) == {"s": pytest.approx(MAX_FIXED_SHARE * 0.9)}
+
+
+def test_a_window_gives_one_sample_per_stage_with_its_tasks_per_batch() -> None:
+    got = samples(light_load(batches=30), NOW)
+    assert [(c.stage, c.tasks, c.records) for c in got] == [
+        ("source", 120.0, pytest.approx(20_770.0 * 30)),
+        ("counts", 120.0, pytest.approx(20_770.0 * 30)),
+    ]
+    assert samples(light_load().model_copy(update={"batches": 0}), NOW) == ()
+    no_tasks = light_load()
+    no_tasks = no_tasks.model_copy(update={"stages": tuple(
+        st.model_copy(update={"partitions": None}) for st in no_tasks.stages)})
+    assert samples(no_tasks, NOW) == ()
+
+
+def test_the_fixed_cost_is_paid_per_task_wave_so_longer_batches_amortize_it() -> None:
+    fitted = {"source": READ_FIXED, "counts": STATE_FIXED}
+    plain = CapacityModel.from_snapshot(light_load(), 30.0)
+    model = CapacityModel.from_snapshot(light_load(), 30.0, fitted)
+    assert plain is not None and model is not None
+    now, one = Layout(4, 4, restart=False), Layout(1, 4, restart=True)
+    assert model.fixed_seconds(now) == pytest.approx(0.1 + READ_FIXED + STATE_FIXED)
+    assert model.fixed_seconds(one) == pytest.approx(0.1 + 4 * (READ_FIXED + STATE_FIXED))
+    # the light load is what it is: a small share of a 15 s batch budget, not over 100%
+    assert plain.utilization(20_770.0, now) > 1.0
+    assert model.utilization(20_770.0, now) < POLICY.utilization.low
+    # one executor runs the four tasks of each stage in four waves: four fixed costs a batch
+    assert model.utilization(20_770.0, one) > model.utilization(20_770.0, Layout(4, 4, True))
+
+
+def test_the_capped_demos_light_load_is_not_scaled_out_once_the_fixed_cost_is_known() -> None:
+    """On real Spark: RepartitionStateBound 4 -> 6 at 20,770 records/s ("busy 178% now")."""
+    plain = decide(light_load(), POLICY, ScalingHistory(), NOW)
+    fitted = decide(light_load(), POLICY, burst_history(), NOW)
+    assert (plain.reason, plain.target_executors) == (Reason.REPARTITION_OUT, 6), plain.message
+    assert "busy 164% now" in plain.message
+    assert fitted.reason is Reason.SCALE_DOWN_DEFERRED, fitted.message
+    assert "busy 14% (< 40%) at 20,770 records/s; fewer executors (1) recommended" \
+        in fitted.message
+
+
+def test_the_history_keeps_one_sample_per_band_and_bounds_them() -> None:
+    def sample(t: float, per_task: float, stage: str = "counts") -> CostSample:
+        return CostSample(time=t, stage=stage, tasks=4.0, records=per_task * 4, busy_seconds=1.0)
+
+    h = ScalingHistory().add_costs((sample(NOW - 20, 10_000.0),), NOW)
+    h = h.add_costs((sample(NOW - 10, 11_000.0), sample(NOW - 10, 11_000.0, "source")), NOW)
+    assert [(c.stage, c.time) for c in h.costs] == [("counts", NOW - 10), ("source", NOW - 10)]
+    h = h.add_costs((sample(NOW, 40_000.0),), NOW)
+    assert len(h.costs) == 3
+    limits = HistoryLimits(max_cost_samples=2, max_age_seconds=100.0)
+    assert [c.records / c.tasks for c in h.trimmed(NOW, limits).costs] == [11_000.0, 40_000.0]
+    assert h.trimmed(NOW + 95, limits).costs == (sample(NOW, 40_000.0),)
