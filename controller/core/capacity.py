@@ -163,7 +163,9 @@ class CapacityModel:
             batch_seconds=max(s.batch_duration_seconds or 0.0, s.batch_in_flight_seconds or 0.0),
             budget_seconds=batch_budget_seconds(s.trigger_interval_seconds or 0.0, slo_seconds),
         )
-        return wall_fit(measured, s, records)
+        stateful_parts = stateful.partitions if stateful else None
+        batch_fixed = (task_seconds or {}).get(batch_key(s.executors, stateful_parts), 0.0)
+        return wall_fit(measured, s, records, batch_fixed)
 
     # -- the model --------------------------------------------------------------------------
 
@@ -292,11 +294,16 @@ def batch_budget_seconds(interval: float, slo_seconds: float | None) -> float:
     return max(interval, slo_seconds / LAG_PER_BATCH)
 
 
-def wall_fit(model: CapacityModel, s: MetricsSnapshot, records: float) -> CapacityModel:
+def wall_fit(
+    model: CapacityModel, s: MetricsSnapshot, records: float, batch_fixed: float = 0.0
+) -> CapacityModel:
     """``model`` with every stage's spread set to the batches' observed wall time per record
     over the modelled one, when the batches are long enough to show it and the gap is real.
     A batch still running (``batch_in_flight_seconds`` over ``batch_in_flight_rows``) counts
-    too: its age is a lower bound of its wall time, so its ratio is a lower bound."""
+    too: its age is a lower bound of its wall time, so its ratio is a lower bound.
+    ``batch_fixed``: the fixed wall time of a batch at this layout, fitted over windows at
+    different loads (:func:`batch_key`, :mod:`controller.core.taskcost`): what every batch pays
+    however few records it reads is not taken for a cost per record."""
     if model.interval_seconds <= 0 or records <= 0:
         return model
     current = Layout(model.current_executors, model.current_partitions, restart=False)
@@ -305,7 +312,7 @@ def wall_fit(model: CapacityModel, s: MetricsSnapshot, records: float) -> Capaci
         return model
     ratio = 0.0
     long_enough = WALL_FIT_BATCH_SHARE * model.interval_seconds
-    fixed = model.fixed_seconds(current)
+    fixed = max(model.fixed_seconds(current), batch_fixed)
     mean = s.batch_duration_seconds or 0.0
     if s.batches and mean >= long_enough and mean > fixed:
         ratio = (mean - fixed) * s.batches / records / modelled
@@ -316,6 +323,12 @@ def wall_fit(model: CapacityModel, s: MetricsSnapshot, records: float) -> Capaci
         return model
     stages = tuple(replace(st, spread=st.spread * ratio) for st in model.stages)
     return replace(model, stages=stages, wall_ratio=ratio)
+
+
+def batch_key(executors: int, partitions: int | None) -> str:
+    """The name cost samples of whole batches at a layout are kept under (``@batch:2x4``;
+    operator names are the manifest's, which never start with ``@``)."""
+    return f"@batch:{executors}x{partitions or 0}"
 
 
 def records_in_window(s: MetricsSnapshot) -> float | None:

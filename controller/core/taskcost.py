@@ -10,11 +10,15 @@ of which Spark's own "time to commit changes" was 0.4-0.6 s; four such executors
 records/s were read as 178% busy and scaled out to six.
 
 Each evaluation keeps one :class:`~contracts.history.CostSample` per stage (busy time, tasks,
-records of its window) in the history, one per band of records per task. Over the samples of
-a stage, a least-squares line of task seconds against records per task separates the two
-parts: its intercept is the fixed cost (:func:`fixed_task_seconds`). The capacity model then
-counts it once per task wave of a batch, with the driver's overhead
-(:meth:`~controller.core.capacity.CapacityModel.fixed_seconds`), so longer batches amortize it.
+records of its window) in the history, one per band of records per task, and one for the whole
+batch at its layout (:func:`~controller.core.capacity.batch_key`: wall time, batches, records),
+whose fixed part also holds what no task's busy time shows — the gaps between waves and stages
+at a small CPU quota. Over the samples of a stage, a least-squares line of task seconds against
+records per task separates the two parts: its intercept is the fixed cost
+(:func:`fixed_task_seconds`). The capacity model then counts it once per task wave of a batch,
+with the driver's overhead (:meth:`~controller.core.capacity.CapacityModel.fixed_seconds`), so
+longer batches amortize it; the batches' fixed wall time keeps the wall-time fit
+(:func:`~controller.core.capacity.wall_fit`) from reading it as a cost per record.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from contracts.history import CostSample
-from controller.core.capacity import MAX_FIXED_SHARE, records_in_window
+from controller.core.capacity import MAX_FIXED_SHARE, batch_key, records_in_window
 from controller.core.snapshot import MetricsSnapshot
 
 MIN_SAMPLES = 3
@@ -40,11 +44,18 @@ noise on busy time over windows at different loads fits intercepts of a few perc
 
 
 def samples(s: MetricsSnapshot, now: float) -> tuple[CostSample, ...]:
-    """One cost sample per stage whose busy time and tasks per batch the window knows."""
+    """One cost sample per stage whose busy time and tasks per batch the window knows, and one
+    of the batches' wall time at the current layout
+    (:func:`~controller.core.capacity.batch_key`)."""
     records = records_in_window(s)
     if not records or records <= 0 or not s.batches:
         return ()
     out = []
+    if s.executors and s.batch_duration_seconds:
+        stateful = s.stateful_stage()
+        key = batch_key(s.executors, stateful.partitions if stateful else None)
+        out.append(CostSample(time=now, stage=key, tasks=float(s.batches), records=records,
+                              busy_seconds=s.batch_duration_seconds * s.batches))  # fmt: skip
     for st in s.stages:
         if st.busy_seconds is None or st.partitions is None:
             continue

@@ -88,9 +88,11 @@ def test_a_cost_per_record_only_fits_no_fixed_cost_and_a_flat_one_keeps_a_cost_p
     assert fixed_task_seconds(flat) == {"s": pytest.approx(MAX_FIXED_SHARE * 0.9)}
 
 
-def test_a_window_gives_one_sample_per_stage_with_its_tasks_per_batch() -> None:
+def test_a_window_gives_one_sample_per_stage_with_its_tasks_per_batch_and_one_of_batches(
+) -> None:
     got = samples(light_load(batches=30), NOW)
     assert [(c.stage, c.tasks, c.records) for c in got] == [
+        ("@batch:4x4", 30.0, pytest.approx(20_770.0 * 30)),
         ("source", 120.0, pytest.approx(20_770.0 * 30)),
         ("counts", 120.0, pytest.approx(20_770.0 * 30)),
     ]
@@ -98,7 +100,7 @@ def test_a_window_gives_one_sample_per_stage_with_its_tasks_per_batch() -> None:
     no_tasks = light_load()
     no_tasks = no_tasks.model_copy(update={"stages": tuple(
         st.model_copy(update={"partitions": None}) for st in no_tasks.stages)})
-    assert samples(no_tasks, NOW) == ()
+    assert [c.stage for c in samples(no_tasks, NOW)] == ["@batch:4x0"]
 
 
 def test_the_fixed_cost_is_paid_per_task_wave_so_longer_batches_amortize_it() -> None:
@@ -139,3 +141,49 @@ def test_the_history_keeps_one_sample_per_band_and_bounds_them() -> None:
     limits = HistoryLimits(max_cost_samples=2, max_age_seconds=100.0)
     assert [c.records / c.tasks for c in h.trimmed(NOW, limits).costs] == [11_000.0, 40_000.0]
     assert h.trimmed(NOW + 95, limits).costs == (sample(NOW, 40_000.0),)
+
+
+BATCH_FIXED, BATCH_PER_RECORD = 2.5, 6.5e-6
+"""One quarter-core executor: the wall time of a batch, most of it fixed (waves of four source
+tasks and a stateful task, with the gaps between them that no task's busy time shows)."""
+
+
+def one_executor(rate: float = 20_770.0) -> MetricsSnapshot:
+    """The capped demo at t=220 s on real Spark: 1 executor, 1 state partition, 4 source
+    partitions, keeping up with 20,770 records/s in batches of ~2.9 s (lag 1.5-2 s)."""
+    batch = BATCH_FIXED / (1 - rate * BATCH_PER_RECORD)
+    batches = round(30 / batch)
+    per_batch = rate * batch
+    rows = per_batch * batches
+    stages = (
+        StageMetrics(name="source", kind="source", partitions=4, rows=rows,
+                     busy_seconds=(4 * 0.1 + per_batch * 1e-6) * batches),
+        StageMetrics(name="counts", kind="stateful", partitions=1, rows=rows,
+                     busy_seconds=(0.3 + per_batch * 2e-6) * batches, state_rows=10_000,
+                     state_bytes=5e7),
+    )  # fmt: skip
+    return snapshot(arrival=rate, executors=1, partitions=1, backlog=35_000, age=1.7,
+                    processed_rate=rate, source_partitions=4, stages=stages, batches=batches,
+                    batch_duration_seconds=batch)  # fmt: skip
+
+
+def batch_history() -> ScalingHistory:
+    """Batches of the same layout at 0.4 load and during the burst."""
+    return ScalingHistory(costs=tuple(
+        CostSample(time=NOW - 200 + i, stage="@batch:1x1", tasks=10.0, records=per_batch * 10,
+                   busy_seconds=(BATCH_FIXED + BATCH_PER_RECORD * per_batch) * 10)
+        for i, per_batch in enumerate((150_000.0, 500_000.0))))
+
+
+def test_a_batchs_fixed_wall_time_is_not_read_as_a_cost_per_record() -> None:
+    """On real Spark: RepartitionStateBound 1 -> 2 at 20,770 records/s, "batches of 2.89 s
+    (trigger 1 s) take 2.98x the tasks' busy time per record: capacity from wall time"."""
+    plain = decide(one_executor(), POLICY, ScalingHistory(), NOW)
+    fitted = decide(one_executor(), POLICY, batch_history(), NOW)
+    assert plain.reason is Reason.WITHIN_LAG_BUDGET and "asks for 2" in plain.message
+    assert "busy 97%" in plain.message or "busy 97%" in plain.diagnosis.evidence[0]
+    assert "capacity from wall time" in " ".join(plain.diagnosis.evidence)
+    # the same batches, their fixed wall time known: a third of one executor's budget
+    assert fitted.reason is Reason.AT_MIN, fitted.message
+    assert fitted.diagnosis.evidence[0] == "busy 31% of the batch budget at 20,770 records/s"
+    assert not any("capacity from wall time" in e for e in fitted.diagnosis.evidence)
