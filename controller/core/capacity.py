@@ -110,6 +110,9 @@ class CapacityModel:
     budget_seconds: float = 0.0
     """The batch-time budget (s): the longest batch the lag SLO allows
     (:func:`batch_budget_seconds`); 0 = the trigger interval."""
+    extra_fixed_seconds: float = 0.0
+    """Fixed wall time per batch beyond the driver's overhead and the tasks' fixed costs: what
+    the batches' own fit found (:func:`wall_fit`), e.g. the gaps between task waves."""
     gain_share: float = 1.0
     """Share of a modelled gain beyond the current executors that is credited: what the last
     scale-out delivered of the gain it promised, observed while the job is still saturated
@@ -225,9 +228,10 @@ class CapacityModel:
 
     def fixed_seconds(self, layout: Layout | None = None) -> float:
         """Wall seconds every batch pays whatever it reads at ``layout`` (default: the current
-        one): the driver's overhead plus, per stage, one fixed task cost per task wave."""
+        one): the driver's overhead, the batches' extra fixed time, and per stage one fixed
+        task cost per task wave."""
         lay = layout or Layout(self.current_executors, self.current_partitions, restart=False)
-        return self.overhead_seconds + sum(
+        return self.overhead_seconds + self.extra_fixed_seconds + sum(
             st.task_seconds * self.waves(st, lay) for st in self.stages if st.task_seconds > 0
         )
 
@@ -297,31 +301,54 @@ def batch_budget_seconds(interval: float, slo_seconds: float | None) -> float:
 def wall_fit(
     model: CapacityModel, s: MetricsSnapshot, records: float, batch_fixed: float = 0.0
 ) -> CapacityModel:
-    """``model`` with every stage's spread set to the batches' observed wall time per record
-    over the modelled one, when the batches are long enough to show it and the gap is real.
-    A batch still running (``batch_in_flight_seconds`` over ``batch_in_flight_rows``) counts
-    too: its age is a lower bound of its wall time, so its ratio is a lower bound.
+    """``model`` with every stage's spread set to the batches' observed wall time over the
+    modelled one, when the batches are long enough to show it and the gap is real. A batch
+    still running (``batch_in_flight_seconds`` over ``batch_in_flight_rows``) counts too: its
+    age is a lower bound of its wall time, so its ratio is a lower bound.
+
     ``batch_fixed``: the fixed wall time of a batch at this layout, fitted over windows at
-    different loads (:func:`batch_key`, :mod:`controller.core.taskcost`): what every batch pays
-    however few records it reads is not taken for a cost per record."""
+    different loads (:func:`batch_key`, :mod:`controller.core.taskcost`). When known, what it
+    holds beyond the overhead and the tasks' fixed costs (the gaps between task waves) becomes
+    :attr:`CapacityModel.extra_fixed_seconds`, and only the rest of the wall time is compared
+    with the cost per record.
+    Otherwise the batch's work (its wall time less the driver's overhead) is compared with the
+    modelled work, fixed task costs included, and both are inflated alike: what every batch
+    pays however few records it reads is never taken for a cost per record alone."""
     if model.interval_seconds <= 0 or records <= 0:
         return model
     current = Layout(model.current_executors, model.current_partitions, restart=False)
-    modelled = model.work_seconds_per_record(current)
-    if not math.isfinite(modelled) or modelled <= 0:
+    w = model.work_seconds_per_record(current)
+    if not math.isfinite(w) or w <= 0:
         return model
-    ratio = 0.0
+    tasks_fixed = model.fixed_seconds(current) - model.overhead_seconds
+    known = batch_fixed > model.overhead_seconds
+    if known:
+        model = replace(model, extra_fixed_seconds=max(
+            0.0, batch_fixed - model.overhead_seconds - tasks_fixed))
+        tasks_fixed = model.fixed_seconds(current) - model.overhead_seconds
+
+    def ratio_of(wall: float, n: float) -> float:
+        """Observed over modelled, for one batch of ``n`` records that took ``wall`` s."""
+        if known:
+            return (wall - model.fixed_seconds(current)) / (n * w)
+        return (wall - model.overhead_seconds) / (tasks_fixed + n * w)
+
+    base = model.overhead_seconds + tasks_fixed
     long_enough = WALL_FIT_BATCH_SHARE * model.interval_seconds
-    fixed = max(model.fixed_seconds(current), batch_fixed)
+    ratio = 0.0
     mean = s.batch_duration_seconds or 0.0
-    if s.batches and mean >= long_enough and mean > fixed:
-        ratio = (mean - fixed) * s.batches / records / modelled
+    if s.batches and mean >= long_enough and mean > base:
+        ratio = ratio_of(mean, records / s.batches)
     running, rows = s.batch_in_flight_seconds, s.batch_in_flight_rows
-    if running is not None and rows and running >= long_enough:
-        ratio = max(ratio, (running - fixed) / rows / modelled)
+    if running is not None and rows and running >= long_enough and running > base:
+        ratio = max(ratio, ratio_of(running, rows))
     if ratio < WALL_FIT_MIN_RATIO:
         return model
-    stages = tuple(replace(st, spread=st.spread * ratio) for st in model.stages)
+    stages = tuple(
+        replace(st, spread=st.spread * ratio,
+                task_seconds=st.task_seconds * (1.0 if known else ratio))
+        for st in model.stages
+    )  # fmt: skip
     return replace(model, stages=stages, wall_ratio=ratio)
 
 

@@ -183,7 +183,25 @@ def test_a_batchs_fixed_wall_time_is_not_read_as_a_cost_per_record() -> None:
     assert plain.reason is Reason.WITHIN_LAG_BUDGET and "asks for 2" in plain.message
     assert "busy 97%" in plain.message or "busy 97%" in plain.diagnosis.evidence[0]
     assert "capacity from wall time" in " ".join(plain.diagnosis.evidence)
-    # the same batches, their fixed wall time known: a third of one executor's budget
+    # the same batches, their fixed wall time known (2.5 s of each): over a third of the budget
     assert fitted.reason is Reason.AT_MIN, fitted.message
-    assert fitted.diagnosis.evidence[0] == "busy 31% of the batch budget at 20,770 records/s"
+    assert fitted.diagnosis.evidence[0] == "busy 37% of the batch budget at 20,770 records/s"
     assert not any("capacity from wall time" in e for e in fitted.diagnosis.evidence)
+
+
+def test_without_the_batches_fit_their_wall_time_inflates_fixed_and_per_record_costs_alike(
+) -> None:
+    """On real Spark, right after the burst: the tasks' fixed costs known, the batches' not yet
+    ("batches of 2.70 s take 16.79x the tasks' busy time per record"): the gap between wall and
+    busy time was put on the few records' cost alone, and 1 executor was repartitioned to 4."""
+    snap = one_executor()
+    fitted = {"source": 0.1, "counts": 0.3}
+    model = CapacityModel.from_snapshot(snap, 30.0, fitted)
+    assert model is not None
+    now = Layout(1, 1, restart=False)
+    per_batch = 20_770.0 * (snap.batch_duration_seconds or 0)
+    work = (snap.batch_duration_seconds or 0) - 0.1
+    variable = (1e-6 + 2e-6) * per_batch
+    assert model.wall_ratio == pytest.approx(work / (4 * 0.1 + 0.3 + variable))
+    assert model.fixed_seconds(now) == pytest.approx(0.1 + model.wall_ratio * (4 * 0.1 + 0.3))
+    assert model.utilization(20_770.0, now) < POLICY.utilization.high
