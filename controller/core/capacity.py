@@ -306,14 +306,13 @@ def wall_fit(
     still running (``batch_in_flight_seconds`` over ``batch_in_flight_rows``) counts too: its
     age is a lower bound of its wall time, so its ratio is a lower bound.
 
-    ``batch_fixed``: the fixed wall time of a batch at this layout, fitted over windows at
-    different loads (:func:`batch_key`, :mod:`controller.core.taskcost`). When known, what it
-    holds beyond the overhead and the tasks' fixed costs (the gaps between task waves) becomes
-    :attr:`CapacityModel.extra_fixed_seconds`, and only the rest of the wall time is compared
-    with the cost per record.
-    Otherwise the batch's work (its wall time less the driver's overhead) is compared with the
-    modelled work, fixed task costs included, and both are inflated alike: what every batch
-    pays however few records it reads is never taken for a cost per record alone."""
+    The batch's work (its wall time less the driver's overhead) is compared with the modelled
+    work, fixed task costs included, and both are inflated alike: what every batch pays however
+    few records it reads is never taken for a cost per record alone. ``batch_fixed``: the fixed
+    wall time of a batch at this layout, fitted over windows at different loads
+    (:func:`batch_key`, :mod:`controller.core.taskcost`); what it holds beyond the overhead and
+    the tasks' fixed costs (the gaps between task waves) becomes
+    :attr:`CapacityModel.extra_fixed_seconds`, part of the modelled work."""
     if model.interval_seconds <= 0 or records <= 0:
         return model
     current = Layout(model.current_executors, model.current_partitions, restart=False)
@@ -321,16 +320,14 @@ def wall_fit(
     if not math.isfinite(w) or w <= 0:
         return model
     tasks_fixed = model.fixed_seconds(current) - model.overhead_seconds
-    known = batch_fixed > model.overhead_seconds
-    if known:
+    if batch_fixed > model.overhead_seconds:
         model = replace(model, extra_fixed_seconds=max(
             0.0, batch_fixed - model.overhead_seconds - tasks_fixed))
         tasks_fixed = model.fixed_seconds(current) - model.overhead_seconds
 
     def ratio_of(wall: float, n: float) -> float:
-        """Observed over modelled, for one batch of ``n`` records that took ``wall`` s."""
-        if known:
-            return (wall - model.fixed_seconds(current)) / (n * w)
+        """Observed over modelled work, for one batch of ``n`` records that took ``wall`` s:
+        the fixed part is in both, so a few records' tiny cost never takes a gap for itself."""
         return (wall - model.overhead_seconds) / (tasks_fixed + n * w)
 
     base = model.overhead_seconds + tasks_fixed
@@ -345,11 +342,11 @@ def wall_fit(
     if ratio < WALL_FIT_MIN_RATIO:
         return model
     stages = tuple(
-        replace(st, spread=st.spread * ratio,
-                task_seconds=st.task_seconds * (1.0 if known else ratio))
+        replace(st, spread=st.spread * ratio, task_seconds=st.task_seconds * ratio)
         for st in model.stages
-    )  # fmt: skip
-    return replace(model, stages=stages, wall_ratio=ratio)
+    )
+    return replace(model, stages=stages, wall_ratio=ratio,
+                   extra_fixed_seconds=model.extra_fixed_seconds * ratio)  # fmt: skip
 
 
 def batch_key(executors: int, partitions: int | None) -> str:
