@@ -26,6 +26,7 @@ from contracts.policy import ScalingPolicySpec
 from controller.core.decision import Decision, action_entry, record_recommendation
 from controller.core.engine import decide
 from controller.core.snapshot import MetricsSnapshot
+from controller.core.taskcost import UNLEARNED as COST_UNLEARNED
 from controller.core.taskcost import samples as cost_samples
 
 
@@ -74,14 +75,16 @@ def evaluate(
     limits: HistoryLimits = DEFAULT_LIMITS,
 ) -> Evaluation:
     """Collect a snapshot over the policy's window, decide, and record the recommendation and
-    the window's task costs (what :mod:`~controller.core.taskcost` fits the fixed cost from).
+    the window's task costs (what :mod:`~controller.core.taskcost` fits the fixed cost from;
+    none from a window that does not describe one layout: ``taskcost.UNLEARNED``).
 
     The returned history holds the decision as not carried out; the host calls
     :meth:`Evaluation.carried_out` once it has acted (only decisions that ``acts``)."""
     snapshot = collect(policy.timing.window_seconds, now)
     decision = decide(snapshot, policy, history, now)
     recorded = record_recommendation(history, decision, now, limits=limits)
-    recorded = recorded.add_costs(cost_samples(snapshot, now), now, limits)
+    if decision.reason not in COST_UNLEARNED:
+        recorded = recorded.add_costs(cost_samples(snapshot, now), now, limits)
     return Evaluation(now, snapshot, decision, recorded, limits=limits)
 
 

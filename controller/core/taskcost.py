@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 from contracts.history import CostSample
 from controller.core.capacity import MAX_FIXED_SHARE, batch_key, records_in_window
+from controller.core.reasons import Reason
 from controller.core.snapshot import MetricsSnapshot
 
 MIN_SAMPLES = 3
@@ -41,6 +42,15 @@ tell a fixed cost from a per-record one."""
 MIN_FIXED_SHARE = 0.1
 """A fitted fixed cost below this share of the mean task time is noise, not a fixed cost: 5%
 noise on busy time over windows at different loads fits intercepts of a few percent."""
+
+
+UNLEARNED = frozenset({
+    Reason.NO_METRICS, Reason.STALE_METRICS, Reason.INSUFFICIENT_DATA,
+    Reason.ACTION_IN_PROGRESS, Reason.RECOVER_FAILURE, Reason.COOLDOWN,
+})  # fmt: skip
+"""Decisions whose window does not describe the job at one layout (no or old data, a restart
+still settling, a failure, the cooldown right after an action): no cost sample is kept from
+them (:func:`controller.core.evaluate.evaluate`)."""
 
 
 def samples(s: MetricsSnapshot, now: float) -> tuple[CostSample, ...]:

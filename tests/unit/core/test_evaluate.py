@@ -25,6 +25,7 @@ from controller.core import (
     log_fields,
     record,
 )
+from controller.core.taskcost import UNLEARNED as COST_UNLEARNED
 from controller.core.taskcost import samples as cost_samples
 from tests.unit.core.factories import NOW, snapshot
 
@@ -150,7 +151,8 @@ def test_evaluate_records_what_record_does(case: Case) -> None:
         ScalingHistory(), done, NOW, rate_before=case.observed.processed_rate, limits=case.limits
     )
     assert ev.history.entries == expected.entries
-    assert ev.history.costs == cost_samples(case.observed, NOW)
+    learned = ev.decision.reason not in COST_UNLEARNED
+    assert ev.history.costs == (cost_samples(case.observed, NOW) if learned else ())
 
 
 def test_log_fields_explain_the_decision() -> None:
@@ -169,3 +171,15 @@ def test_log_fields_explain_the_decision() -> None:
         "operator",
         "evidence",
     }
+
+
+def test_a_window_in_the_cooldown_after_an_action_teaches_no_task_cost() -> None:
+    """Right after an action the window mixes two layouts: its costs are not kept (the fixed
+    cost per task is fitted from windows that describe one layout, controller.core.taskcost)."""
+    policy = ScalingPolicySpec()
+    acted = evaluate(lambda w, now: LOADED, policy, ScalingHistory(), NOW).carried_out()
+    assert acted.acted and acted.history.costs == cost_samples(LOADED, NOW) != ()
+    later = evaluate(lambda w, now: LOADED, policy, ScalingHistory(entries=acted.history.entries),
+                     NOW + 5)  # fmt: skip
+    assert later.decision.reason in COST_UNLEARNED, later.decision.reason
+    assert later.history.costs == ()
