@@ -235,7 +235,8 @@ def kill_driver_and_recover(story: Story, figures: dict[str, Any]) -> RunnerStat
     sized = re.search(r"with (\d+) executor\(s\): .*need [\d,]+ records/s to drain [\d,]+ "
                       r"records within", message)
     assert sized, message
-    assert message.startswith(f"driver pod {old['metadata']['name']} is gone"), message
+    assert f"driver pod {old['metadata']['name']} is gone (deleted, evicted or its node lost)" \
+        in message, message
     assert (status(story.kubectl, story.ns, story.job).get("executors") or {}).get(
         "target") == int(sized.group(1)), message
     new = story.wait("a new driver pod runs", lambda: next(
