@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="the embedded closed loop: real Spark, a burst, the controller, a report"
     )
-    demo.add_argument("--job", help="StreamJob manifest (default: k8s/samples/wordcount-demo.yaml)")
+    demo.add_argument(
+        "--job", help="StreamJob manifest (default: k8s/samples/pseudonymized-wordcount.yaml)"
+    )
     demo.add_argument("--policy", help="ScalingPolicy YAML (default: policies/default.yaml)")
     demo.add_argument("--trace", help="trace CSV (default: traces/demo.csv)")
     demo.add_argument("--duration", type=float, help="seconds to run (default: trace end)")

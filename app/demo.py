@@ -38,7 +38,7 @@ from controller.local.prometheus_server import PrometheusServer, free_port
 from operators.cgroups import CpuQuota, CpuQuotaError
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_JOB = ROOT / "k8s" / "samples" / "wordcount-demo.yaml"
+DEFAULT_JOB = ROOT / "k8s" / "samples" / "pseudonymized-wordcount.yaml"
 DEFAULT_POLICY = ROOT / "policies" / "default.yaml"
 DEFAULT_TRACE = ROOT / "traces" / "demo.csv"
 PROMETHEUS_OUTAGE_SECONDS = 30.0

@@ -1,6 +1,11 @@
 """End to end: `stream-autoscaler demo` — real Spark, real Prometheus, the controller — under a
 short burst with chaos: a Prometheus outage (the controller holds and says why) and a killed
-driver (recovered from the checkpoint as a scale-out), ending exactly-once."""
+driver (recovered from the checkpoint as a scale-out), ending exactly-once.
+
+It runs the word count on whole cores (``k8s/samples/wordcount-demo.yaml``): the chaos story's
+timings (an outage at 15 s, a kill at 100 s, 190 s in all) were set on it. The default demo's
+job and trace are checked to compose in ``tests/unit/app/test_executor_budget.py``; its run is
+measured in the README."""
 
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = work / "out"
     cmd = [
         sys.executable, "-m", "app.cli", "demo",
+        "--job", str(REPO / "k8s" / "samples" / "wordcount-demo.yaml"),
         "--trace", str(trace), "--duration", "190",
         "--chaos", "kill-prometheus@15,kill-driver@100",
         "--out", str(out),

@@ -54,3 +54,27 @@ def test_a_bad_executor_cpu_is_refused_naming_the_flag(value: str) -> None:
 )
 def test_the_executors_cpu_limit_in_cores(fields: dict[str, str], expected: float | None) -> None:
     assert ExecutorSpec.model_validate(fields).cpu_limit_cores() == expected
+
+
+def test_the_default_demo_composes_capped_executors_a_burst_and_its_baselines() -> None:
+    """`make demo`'s job, trace and policy, read as the demo reads them: half-core executors
+    (three fit beside the driver on 2 cores), state partitions for all three, an admission cap,
+    and a burst that one executor cannot carry but the three can — static at the trace's mean
+    is one executor, at its peak two."""
+    from app.demo import DEFAULT_JOB, DEFAULT_POLICY, DEFAULT_TRACE
+    from app.demo_cli import static_baselines
+    from contracts.manifests import load_job, load_policy
+    from contracts.trace import load_trace
+
+    job = load_job(DEFAULT_JOB)
+    cpus = job.spec.executors.cpu_limit_cores()
+    assert cpus == 0.5
+    fit = executors_that_fit(cpus, 2)
+    assert fit == 3
+    assert job.spec.state_partitions == fit  # scale-out re-spreads state, no rewrite
+    assert job.spec.source is not None and job.spec.source.max_records_per_batch == 300_000
+    assert load_policy(DEFAULT_POLICY).spec.executors.max >= fit
+    trace = load_trace(str(DEFAULT_TRACE))
+    assert trace.unit == "load"
+    assert 1.0 < trace.peak() <= fit * 0.7  # more than one executor, within three at target
+    assert static_baselines(trace, None) == [("static-mean", 1), ("static-peak", 2)]
