@@ -68,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--job", help="StreamJob manifest (default: k8s/samples/pseudonymized-wordcount.yaml)"
     )
-    demo.add_argument("--policy", help="ScalingPolicy YAML (default: policies/default.yaml)")
+    demo.add_argument(
+        "--policy", help="ScalingPolicy YAML (default: policies/<the job's policyRef>.yaml)"
+    )
     demo.add_argument("--trace", help="trace CSV (default: traces/demo.csv)")
     demo.add_argument("--duration", type=float, help="seconds to run (default: trace end)")
     demo.add_argument(

@@ -40,6 +40,7 @@ from operators.cgroups import CpuQuota, CpuQuotaError
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = ROOT / "k8s" / "samples" / "pseudonymized-wordcount.yaml"
 DEFAULT_POLICY = ROOT / "policies" / "default.yaml"
+POLICIES = ROOT / "policies"
 DEFAULT_TRACE = ROOT / "traces" / "demo.csv"
 PROMETHEUS_OUTAGE_SECONDS = 30.0
 """How long a kill-prometheus outage lasts before the demo restarts it."""
@@ -113,6 +114,13 @@ class ExecutorCap:
 
     executors: int
     message: str
+
+
+def policy_for(job_path: Path) -> Path:
+    """The policy the job names (``spec.policyRef.name``) among the bundled ``policies/``, as
+    the controller in a cluster would resolve it; the default policy when none is bundled."""
+    named = POLICIES / f"{load_job(job_path).spec.policy_ref.name}.yaml"
+    return named if named.is_file() else DEFAULT_POLICY
 
 
 def executors_that_fit(cpus: float, cores: int) -> int:

@@ -57,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from app.calibrate import CalibrationError
     from app.demo import (
         DEFAULT_JOB,
-        DEFAULT_POLICY,
         DEFAULT_TRACE,
         DemoError,
+        policy_for,
         run_demo,
     )
     from contracts.manifests import ManifestError
@@ -69,10 +69,10 @@ def run(args: argparse.Namespace) -> int:
     # SIGTERM (a CI timeout, a kill) unwinds like Ctrl-C, so every process we started is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     job = Path(args.job or DEFAULT_JOB)
-    policy = Path(args.policy or DEFAULT_POLICY)
     trace = Path(args.trace or DEFAULT_TRACE)
     out = Path(args.out)
     try:
+        policy = Path(args.policy) if args.policy else policy_for(job)
         if args.duration is not None and not 0 < args.duration <= MAX_SECONDS:  # NaN fails both
             raise DemoError(
                 f"--duration ({args.duration:g}) must be > 0 and at most {MAX_SECONDS:g} s"

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from app.demo import executors_that_fit
 from app.demo_cli import executor_cpus
 from app.errors import DemoError
 from contracts.spark import ExecutorSpec
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(
@@ -61,7 +65,7 @@ def test_the_default_demo_composes_capped_executors_a_burst_and_its_baselines() 
     (three fit beside the driver on 2 cores), state partitions for all three, an admission cap,
     and a burst that one executor cannot carry but the three can — static at the trace's mean
     is one executor, at its peak two."""
-    from app.demo import DEFAULT_JOB, DEFAULT_POLICY, DEFAULT_TRACE
+    from app.demo import DEFAULT_JOB, DEFAULT_TRACE, policy_for
     from app.demo_cli import static_baselines
     from contracts.manifests import load_job, load_policy
     from contracts.trace import load_trace
@@ -73,8 +77,23 @@ def test_the_default_demo_composes_capped_executors_a_burst_and_its_baselines() 
     assert fit == 3
     assert job.spec.state_partitions == fit  # scale-out re-spreads state, no rewrite
     assert job.spec.source is not None and job.spec.source.max_records_per_batch == 300_000
-    assert load_policy(DEFAULT_POLICY).spec.executors.max >= fit
+    policy = load_policy(policy_for(DEFAULT_JOB)).spec
+    assert policy_for(DEFAULT_JOB).name == "half-core-executors.yaml"
+    assert policy.executors.max >= fit
+    assert policy.timing.executor_startup_seconds == 30  # measured at half a core
     trace = load_trace(str(DEFAULT_TRACE))
     assert trace.unit == "load"
     assert 1.0 < trace.peak() <= fit * 0.7  # more than one executor, within three at target
     assert static_baselines(trace, None) == [("static-mean", 1), ("static-peak", 2)]
+
+
+def test_the_demo_runs_the_policy_the_job_names(tmp_path: Path) -> None:
+    from app.demo import DEFAULT_POLICY, POLICIES, policy_for
+
+    sample = REPO / "k8s" / "samples" / "wordcount-demo.yaml"
+    assert policy_for(sample) == POLICIES / "default.yaml"
+    job = tmp_path / "job.yaml"
+    job.write_text(sample.read_text().replace("name: default", "name: latency-first"))
+    assert policy_for(job) == POLICIES / "latency-first.yaml"
+    job.write_text(sample.read_text().replace("name: default", "name: not-bundled"))
+    assert policy_for(job) == DEFAULT_POLICY  # a cluster's own policy: the demo has none
