@@ -382,6 +382,40 @@ CASES = [
         ),
     ),
     Case(
+        "a scale-in's own transient at the same load and no lag does not undo it",
+        _stateless_heavy(arrival=40_000, executors=2, backlog=20_000, age=1),
+        (HOLD, Reason.COOLDOWN, None, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 26, kind="action", action="scale", executors=2,
+                             reason="ScaleIn", rate_before=40_000),
+            )
+        ),
+        message_has="has not come back",
+    ),
+    Case(
+        "after a scale-in settled (cooldown and one window), the same reading scales out",
+        _stateless_heavy(arrival=40_000, executors=2, backlog=20_000, age=1),
+        (SCALE, Reason.SCALE_OUT, 8, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 61, kind="action", action="scale", executors=2,
+                             reason="ScaleIn", rate_before=40_000),
+            )
+        ),
+    ),
+    Case(
+        "load that came back right after a scale-in scales out at once",
+        _stateless_heavy(arrival=48_000, executors=2, backlog=20_000, age=1),
+        (REPART, Reason.REPARTITION_OUT, 8, 8),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 26, kind="action", action="scale", executors=2,
+                             reason="ScaleIn", rate_before=40_000),
+            )
+        ),
+    ),
+    Case(
         "a blocked in-place move does not block the repartition that spreads state",
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
         (REPART, Reason.REPARTITION_OUT, 4, 4),
