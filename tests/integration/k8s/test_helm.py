@@ -76,7 +76,7 @@ def test_policies_can_be_overridden_added_and_dropped(helm_offline: Tool, tmp_pa
         (d["metadata"]["namespace"], d["metadata"]["name"]): d["spec"]
         for d in by_kind(render(helm_offline, "-f", str(values)), "ScalingPolicy")
     }
-    assert {n for _, n in got} == {"default", "latency-first", "mine"}
+    assert {n for _, n in got} == {"default", "latency-first", "half-core-executors", "mine"}
     assert {ns for ns, _ in got} == {"jobs-a", "jobs-b"}
     assert got[("jobs-a", "default")]["executors"] == {"min": 1, "max": 20}
     assert got[("jobs-b", "mine")] == {"mode": "recommend"}
@@ -237,7 +237,7 @@ def test_install_upgrade_uninstall(helm: Tool, kubectl: Tool, crds: list[str]) -
         names = {
             p["metadata"]["name"] for p in kubectl.json("get", "scalingpolicies", "-n", ns)["items"]
         }
-        assert names == {"default", "latency-first", "cost-saver"}
+        assert names == {"default", "latency-first", "cost-saver", "half-core-executors"}
         assert (
             kubectl(
                 "auth",
