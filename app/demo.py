@@ -39,8 +39,8 @@ from operators.cgroups import CpuQuota, CpuQuotaError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = ROOT / "k8s" / "samples" / "pseudonymized-wordcount.yaml"
-DEFAULT_POLICY = ROOT / "policies" / "default.yaml"
 POLICIES = ROOT / "policies"
+DEFAULT_POLICY = POLICIES / "default.yaml"
 DEFAULT_TRACE = ROOT / "traces" / "demo.csv"
 PROMETHEUS_OUTAGE_SECONDS = 30.0
 """How long a kill-prometheus outage lasts before the demo restarts it."""
