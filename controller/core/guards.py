@@ -5,8 +5,9 @@
 - act only outside ``[utilization.low, utilization.high]``;
 - never grow while the backlog already drains within ``lag.catchUpSeconds`` at the current size,
   and never shrink while catching up;
-- no action within ``timing.cooldownSeconds`` of the last one (:func:`cooldown`), except that a
-  scale-in never holds back a scale-out;
+- no action within ``timing.cooldownSeconds`` of the last one (:func:`cooldown`), except a
+  scale-out for load that outgrew the last scale-out's sizing, or that came back (or a lag that
+  grows) after a scale-in;
 - scale in only once a whole ``timing.scaleDownStabilizationSeconds`` window recommended fewer
   executors, to the highest recommendation of that window (:func:`scale_in`); the window grows by
   :data:`FLIP_BACKOFF` for each recent direction change, so a load oscillating near the window
@@ -214,6 +215,10 @@ def hot_key(x: Inputs, model: CapacityModel, diagnosis: Diagnosis) -> str | None
 
 LOAD_RETURNED_FACTOR = 1.1
 """Arrival above the rate a scale-in began at by this factor: the load came back."""
+LOAD_OUTGREW_FACTOR = 1.1
+"""Arrival above the capacity the last scale-out was sized to carry (its expected rate, at
+``utilization.target``) by this factor: the load outgrew that action, and its cooldown does not
+hold the next scale-out."""
 
 
 def cooldown(x: Inputs, *, growing: bool) -> str | None:
@@ -231,10 +236,23 @@ def cooldown(x: Inputs, *, growing: bool) -> str | None:
     elapsed = x.now - last.time
     if growing and last.reason == Reason.SCALE_IN.value:
         return _scale_in_settling(x, last, elapsed)
+    if growing and last.reason in SCALE_OUT_REASONS and _outgrown(x, last):
+        return None
     cd = x.policy.timing.cooldown_seconds
     if elapsed < cd:
         return f"last action ({last.reason}) {elapsed:.0f} s ago; cooldown {cd:g} s"
     return None
+
+
+def _outgrown(x: Inputs, last: HistoryEntry) -> bool:
+    """True if the arrival outgrew what the last scale-out was sized for: a burst's first
+    seconds can size a step the rest of it outgrows (on real Spark at half a core, 1 -> 2 at
+    the onset, then 25 s of cooldown while the lag grew to 15 s at 137k records/s against 2's
+    60k). The arrival is the source's, not a reading of the new executors' transient."""
+    arrival = x.snapshot.arrival_rate
+    if arrival is None or last.expected_rate is None:
+        return False
+    return arrival > last.expected_rate * LOAD_OUTGREW_FACTOR
 
 
 def _scale_in_settling(x: Inputs, last: HistoryEntry, elapsed: float) -> str | None:

@@ -208,6 +208,28 @@ CASES = [
         history=history((10, "action", 1)),
     ),
     Case(
+        "load that outgrew the last scale-out's sizing scales out within its cooldown",
+        _stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
+        (REPART, Reason.REPARTITION_OUT, 8, 8),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
+                             reason="ScaleOut", rate_before=4_000, expected_rate=19_000),
+            )
+        ),
+    ),
+    Case(
+        "load within the last scale-out's sizing waits out its cooldown",
+        _stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
+        (HOLD, Reason.COOLDOWN, None, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
+                             reason="ScaleOut", rate_before=4_000, expected_rate=38_000),
+            )
+        ),
+    ),
+    Case(
         "at the policy's max, hold and say so",
         _stateless_heavy(arrival=30_000, executors=2, backlog=50_000, age=10),
         (HOLD, Reason.AT_MAX, None, None),
