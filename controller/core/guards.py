@@ -5,7 +5,8 @@
 - act only outside ``[utilization.low, utilization.high]``;
 - never grow while the backlog already drains within ``lag.catchUpSeconds`` at the current size,
   and never shrink while catching up;
-- no action within ``timing.cooldownSeconds`` of the last one (:func:`cooldown`), except a
+- no action within ``timing.cooldownSeconds`` of the last one
+  (:func:`~controller.core.cooldown.cooldown`), except a
   scale-out for load that outgrew the last scale-out's sizing, or that came back (or a lag that
   grows) after a scale-in;
 - scale in only once a whole ``timing.scaleDownStabilizationSeconds`` window recommended fewer
@@ -26,6 +27,7 @@ import math
 
 from contracts.history import HistoryEntry
 from controller.core.capacity import CapacityModel, Layout
+from controller.core.cooldown import SCALE_OUT_REASONS, cooldown
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.failure import RESTARTING_ACTIONS
 from controller.core.inputs import Inputs
@@ -37,8 +39,6 @@ FLIP_BACKOFF = 1.0
 next scale-in's stabilization window by this many windows (0 flips: one window; 2 flips: three)."""
 FLIP_MEMORY = 5.0
 """How far back direction changes count, in stabilization windows."""
-SCALE_OUT_REASONS = frozenset({Reason.SCALE_OUT.value, Reason.REPARTITION_OUT.value})
-"""The actions the ineffective-action guard judges: those that added capacity for load."""
 
 
 def band(
@@ -210,65 +210,6 @@ def hot_key(x: Inputs, model: CapacityModel, diagnosis: Diagnosis) -> str | None
         f"({stage.max_task_seconds:.2f} s), and its {tasks} task(s) already run in one wave on "
         f"{slots} slot(s): a hot key, which more executors or partitions do not shorten; holding "
         f"{model.current_executors} (spread the key, e.g. salt it, or raise the trigger)"
-    )
-
-
-LOAD_RETURNED_FACTOR = 1.1
-"""Arrival above the rate a scale-in began at by this factor: the load came back."""
-LOAD_OUTGREW_FACTOR = 1.1
-"""Arrival above the capacity the last scale-out was sized to carry (its expected rate, at
-``utilization.target``) by this factor: the load outgrew that action, and its cooldown does not
-hold the next scale-out."""
-
-
-def cooldown(x: Inputs, *, growing: bool) -> str | None:
-    """Why acting now is too soon after the last action, or None. A scale-in never holds back
-    a scale-out for load that came back (arrival over ``LOAD_RETURNED_FACTOR`` times the rate
-    it began at, or unknown) or for a lag that grows (a backlog older than
-    ``lag.backlogToleranceSeconds``). At the same load and no lag, what follows a scale-in for a
-    cooldown and a metrics window is its own transient — state reloaded on the executors that
-    remain, their batches' fixed time at a layout not yet measured — not a need: on real Spark
-    at half a core, one read 103% busy 26 s after a scale-in 3 -> 2 and restarted to 3, and the
-    same 2 executors ran 53% busy after the next scale-in."""
-    last = x.history.last_action()
-    if last is None:
-        return None
-    elapsed = x.now - last.time
-    if growing and last.reason == Reason.SCALE_IN.value:
-        return _scale_in_settling(x, last, elapsed)
-    if growing and last.reason in SCALE_OUT_REASONS and _outgrown(x, last):
-        return None
-    cd = x.policy.timing.cooldown_seconds
-    if elapsed < cd:
-        return f"last action ({last.reason}) {elapsed:.0f} s ago; cooldown {cd:g} s"
-    return None
-
-
-def _outgrown(x: Inputs, last: HistoryEntry) -> bool:
-    """True if the arrival outgrew what the last scale-out was sized for: a burst's first
-    seconds can size a step the rest of it outgrows (on real Spark at half a core, 1 -> 2 at
-    the onset, then 25 s of cooldown while the lag grew to 15 s at 137k records/s against 2's
-    60k). The arrival is the source's, not a reading of the new executors' transient."""
-    arrival = x.snapshot.arrival_rate
-    if arrival is None or last.expected_rate is None:
-        return False
-    return arrival > last.expected_rate * LOAD_OUTGREW_FACTOR
-
-
-def _scale_in_settling(x: Inputs, last: HistoryEntry, elapsed: float) -> str | None:
-    s, t = x.snapshot, x.policy.timing
-    settle = t.cooldown_seconds + t.window_seconds
-    if elapsed >= settle or last.rate_before is None or s.arrival_rate is None:
-        return None
-    if s.arrival_rate > last.rate_before * LOAD_RETURNED_FACTOR:
-        return None
-    age = s.backlog_age_seconds
-    if age is None or age > x.policy.lag.backlog_tolerance_seconds:
-        return None
-    return (
-        f"last action (ScaleIn) {elapsed:.0f} s ago at {last.rate_before:,.0f} records/s; the "
-        f"arrival ({s.arrival_rate:,.0f}) has not come back and the backlog is {age:.0f} s old: "
-        f"letting the scale-in settle for {settle:g} s (cooldown and one window)"
     )
 
 
