@@ -8,10 +8,12 @@ The reference job: a read stage (8 source partitions) and a stateful stage, toge
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.history import HistoryEntry, ScalingHistory
-from controller.core import MetricsSnapshot, StageMetrics
+from contracts.policy import ScalingPolicySpec
+from controller.core import Action, BottleneckKind, MetricsSnapshot, Reason, StageMetrics, decide
 
 NOW = 1_000.0
 READ_COST = 4e-5
@@ -99,3 +101,51 @@ def history(*entries: tuple[float, str, int] | HistoryEntry) -> ScalingHistory:
                 HistoryEntry(time=NOW - ago, kind=kind, executors=n, action="scale")  # type: ignore[arg-type]
             )
     return ScalingHistory(entries=tuple(out))
+
+
+# --- the decide() table -------------------------------------------------------------------
+
+
+def policy(**spec: Any) -> ScalingPolicySpec:
+    return ScalingPolicySpec.model_validate(spec)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    observed: MetricsSnapshot
+    expected: tuple[Action, Reason, int | None, int | None]
+    policy: ScalingPolicySpec = field(default_factory=ScalingPolicySpec)
+    history: ScalingHistory = field(default_factory=ScalingHistory)
+    diagnosis: BottleneckKind | None = None
+    message_has: str = ""
+
+
+def stateless_heavy(**kw: Any) -> MetricsSnapshot:
+    rows = 270_000.0
+    stages = (
+        StageMetrics(
+            name="parse", kind="source", partitions=8, rows=rows, busy_seconds=rows * 9e-5
+        ),
+        StageMetrics(
+            name="counts",
+            kind="stateful",
+            partitions=8,
+            rows=rows,
+            busy_seconds=rows * 1e-5,
+            state_bytes=5e7,
+        ),
+    )
+    return snapshot(stages=stages, **kw)
+
+
+def check(case: Case) -> None:
+    """decide() on the case: the expected action, reason and targets, explained."""
+    d = decide(case.observed, case.policy, case.history, NOW)
+    assert (d.action, d.reason, d.target_executors, d.target_partitions) == case.expected, d.message
+    assert d.message, "every decision explains itself"
+    assert d.enforced is (case.policy.mode == "enforce")
+    if case.diagnosis is not None:
+        assert d.diagnosis.kind == case.diagnosis, d.diagnosis.evidence
+    if case.message_has:
+        assert case.message_has in d.message

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -18,40 +17,16 @@ from controller.core import (
     decide,
     record,
 )
-from tests.unit.core.factories import NOW, history, snapshot
-
-
-def policy(**spec: Any) -> ScalingPolicySpec:
-    return ScalingPolicySpec.model_validate(spec)
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    observed: MetricsSnapshot
-    expected: tuple[Action, Reason, int | None, int | None]
-    policy: ScalingPolicySpec = field(default_factory=ScalingPolicySpec)
-    history: ScalingHistory = field(default_factory=ScalingHistory)
-    diagnosis: BottleneckKind | None = None
-    message_has: str = ""
-
-
-def _stateless_heavy(**kw: Any) -> MetricsSnapshot:
-    rows = 270_000.0
-    stages = (
-        StageMetrics(
-            name="parse", kind="source", partitions=8, rows=rows, busy_seconds=rows * 9e-5
-        ),
-        StageMetrics(
-            name="counts",
-            kind="stateful",
-            partitions=8,
-            rows=rows,
-            busy_seconds=rows * 1e-5,
-            state_bytes=5e7,
-        ),
-    )
-    return snapshot(stages=stages, **kw)
+from tests.unit.core.factories import (
+    NOW,
+    Case,
+    check,
+    history,
+    policy,
+    snapshot,
+    stateless_heavy,
+)
+from tests.unit.core.test_cooldown import COOLDOWN_CASES
 
 
 def _contended(*, arrival: float, executors: int, processed: float) -> MetricsSnapshot:
@@ -139,7 +114,7 @@ CASES = [
     ),
     Case(
         "stateless bottleneck scales out in place, one step",
-        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
+        stateless_heavy(arrival=20_000, backlog=50_000, age=10),
         (SCALE, Reason.SCALE_OUT, 4, None),
         diagnosis=BottleneckKind.TASK_SLOTS,
     ),
@@ -197,41 +172,13 @@ CASES = [
     ),
     Case(
         "over capacity, but acting one evaluation later still keeps the lag under the SLO",
-        _stateless_heavy(arrival=12_000, backlog=20_000, age=2),
+        stateless_heavy(arrival=12_000, backlog=20_000, age=2),
         (HOLD, Reason.WITHIN_LAG_BUDGET, None, None),
         message_has="one evaluation later",
     ),
     Case(
-        "cooldown after an action holds a scale-out",
-        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
-        (HOLD, Reason.COOLDOWN, None, None),
-        history=history((10, "action", 1)),
-    ),
-    Case(
-        "load that outgrew the last scale-out's sizing scales out within its cooldown",
-        _stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
-        (REPART, Reason.REPARTITION_OUT, 8, 8),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
-                             reason="ScaleOut", rate_before=4_000, expected_rate=19_000),
-            )
-        ),
-    ),
-    Case(
-        "load within the last scale-out's sizing waits out its cooldown",
-        _stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
-        (HOLD, Reason.COOLDOWN, None, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
-                             reason="ScaleOut", rate_before=4_000, expected_rate=38_000),
-            )
-        ),
-    ),
-    Case(
         "at the policy's max, hold and say so",
-        _stateless_heavy(arrival=30_000, executors=2, backlog=50_000, age=10),
+        stateless_heavy(arrival=30_000, executors=2, backlog=50_000, age=10),
         (HOLD, Reason.AT_MAX, None, None),
         policy=policy(executors={"min": 1, "max": 2}),
         message_has="max 2",
@@ -321,7 +268,7 @@ CASES = [
     ),
     Case(
         "read stage at its source-partition cap: suggest more partitions",
-        _stateless_heavy(arrival=40_000, executors=2, source_partitions=2, backlog=1e5, age=10),
+        stateless_heavy(arrival=40_000, executors=2, source_partitions=2, backlog=1e5, age=10),
         (HOLD, Reason.SOURCE_PARTITION_BOUND, None, None),
         diagnosis=BottleneckKind.SOURCE_PARTITIONS,
         message_has="minPartitions",
@@ -351,7 +298,7 @@ CASES = [
     ),
     Case(
         "recommend mode decides but does not act",
-        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
+        stateless_heavy(arrival=20_000, backlog=50_000, age=10),
         (SCALE, Reason.SCALE_OUT, 4, None),
         policy=policy(mode="recommend"),
     ),
@@ -375,7 +322,7 @@ CASES = [
     ),
     Case(
         "a scale-in is not judged ineffective: the burst that came back scales out",
-        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
+        stateless_heavy(arrival=20_000, backlog=50_000, age=10),
         (SCALE, Reason.SCALE_OUT, 4, None),
         history=ScalingHistory(
             entries=(
@@ -388,52 +335,6 @@ CASES = [
                     rate_before=9_000,
                     expected_rate=20_000,
                 ),
-            )
-        ),
-    ),
-    Case(
-        "a scale-in does not hold back a scale-out (no cooldown after it)",
-        _stateless_heavy(arrival=20_000, backlog=50_000, age=10),
-        (SCALE, Reason.SCALE_OUT, 4, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(
-                    time=NOW - 10, kind="action", action="scale", executors=1, reason="ScaleIn"
-                ),
-            )
-        ),
-    ),
-    Case(
-        "a scale-in's own transient at the same load and no lag does not undo it",
-        _stateless_heavy(arrival=40_000, executors=2, backlog=20_000, age=1),
-        (HOLD, Reason.COOLDOWN, None, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(time=NOW - 26, kind="action", action="scale", executors=2,
-                             reason="ScaleIn", rate_before=40_000),
-            )
-        ),
-        message_has="has not come back",
-    ),
-    Case(
-        "after a scale-in settled (cooldown and one window), the same reading scales out",
-        _stateless_heavy(arrival=40_000, executors=2, backlog=20_000, age=1),
-        (SCALE, Reason.SCALE_OUT, 8, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(time=NOW - 61, kind="action", action="scale", executors=2,
-                             reason="ScaleIn", rate_before=40_000),
-            )
-        ),
-    ),
-    Case(
-        "load that came back right after a scale-in scales out at once",
-        _stateless_heavy(arrival=48_000, executors=2, backlog=20_000, age=1),
-        (REPART, Reason.REPARTITION_OUT, 8, 8),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(time=NOW - 26, kind="action", action="scale", executors=2,
-                             reason="ScaleIn", rate_before=40_000),
             )
         ),
     ),
@@ -612,14 +513,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_decide(case: Case) -> None:
-    d = decide(case.observed, case.policy, case.history, NOW)
-    assert (d.action, d.reason, d.target_executors, d.target_partitions) == case.expected, d.message
-    assert d.message, "every decision explains itself"
-    assert d.enforced is (case.policy.mode == "enforce")
-    if case.diagnosis is not None:
-        assert d.diagnosis.kind == case.diagnosis, d.diagnosis.evidence
-    if case.message_has:
-        assert case.message_has in d.message
+    check(case)
 
 
 HOSTILE = [
@@ -674,19 +568,19 @@ def test_missing_stage_series_falls_back_to_batch_durations() -> None:
 def test_one_action_per_load_change_then_holds() -> None:
     """After the sized scale-out takes effect, the engine holds (DS2's one-step property)."""
     pol = ScalingPolicySpec()
-    before = _stateless_heavy(arrival=20_000, backlog=50_000, age=10)
+    before = stateless_heavy(arrival=20_000, backlog=50_000, age=10)
     d = decide(before, pol, ScalingHistory(), NOW)
     assert d.action is Action.SCALE
     h = record(ScalingHistory(), d, NOW, rate_before=before.processed_rate)
     later = NOW + 60
-    after = _stateless_heavy(arrival=12_000, executors=d.target_executors, observed_at=later)
+    after = stateless_heavy(arrival=12_000, executors=d.target_executors, observed_at=later)
     d2 = decide(after, pol, h, later)
     assert d2.action is Action.HOLD, d2.message
 
 
 def test_record_keeps_recommendations_actions_and_blocks() -> None:
     pol = ScalingPolicySpec()
-    d = decide(_stateless_heavy(arrival=20_000, backlog=50_000, age=10), pol, ScalingHistory(), NOW)
+    d = decide(stateless_heavy(arrival=20_000, backlog=50_000, age=10), pol, ScalingHistory(), NOW)
     h = record(ScalingHistory(), d, NOW, rate_before=9_000)
     kinds = [e.kind for e in h.entries]
     assert kinds == ["recommendation", "action"]
@@ -721,7 +615,7 @@ def test_the_lag_budget_decides_the_drain(
     from controller.core.inputs import Inputs
     from controller.core.sizing import demand
 
-    observed = _stateless_heavy(arrival=arrival, backlog=backlog, age=age)
+    observed = stateless_heavy(arrival=arrival, backlog=backlog, age=age)
     pol = ScalingPolicySpec()
     model = CapacityModel.from_snapshot(observed, pol.lag.slo_seconds)
     assert model is not None
@@ -737,12 +631,13 @@ def test_the_lag_budget_decides_the_drain(
 
 def test_an_unknown_backlog_still_allows_a_scale_out_on_the_arrival_alone() -> None:
     d = decide(
-        _stateless_heavy(arrival=12_000, backlog=None), ScalingPolicySpec(), ScalingHistory(), NOW
+        stateless_heavy(arrival=12_000, backlog=None), ScalingPolicySpec(), ScalingHistory(), NOW
     )
     assert (d.action, d.reason, d.target_executors) == (Action.SCALE, Reason.SCALE_OUT, 2)
 
 
 def test_every_reason_code_is_emitted_by_a_named_case() -> None:
-    """No reason code the engine never gives: each is the expected reason of a case above."""
-    emitted = {c.expected[1] for c in CASES} | {h[2] for h in HOSTILE}
+    """No reason code the engine never gives: each is the expected reason of a case above (or
+    of test_cooldown.py's)."""
+    emitted = {c.expected[1] for c in (*CASES, *COOLDOWN_CASES)} | {h[2] for h in HOSTILE}
     assert set(Reason) - emitted == set()
