@@ -13,7 +13,7 @@ from contracts.policy import ScalingPolicySpec
 from controller.core import Action, BottleneckKind, MetricsSnapshot, Reason, StageMetrics, decide
 from controller.core.capacity import CapacityModel
 from controller.core.diagnosis import source_partitions_needed
-from tests.unit.core.factories import NOW, snapshot
+from tests.unit.core.factories import NOW, policy, snapshot
 
 PARSE_COST = 9e-5
 """Task-seconds per record of the read stage (parse + project): the heavy one."""
@@ -30,10 +30,6 @@ def kafka_job(*, topic_partitions: int, executors: int, **kw: Any) -> MetricsSna
                      busy_seconds=rows * COUNT_COST, state_bytes=5e7),
     )  # fmt: skip
     return snapshot(stages=stages, executors=executors, source_partitions=topic_partitions, **kw)
-
-
-def policy(**spec: Any) -> ScalingPolicySpec:
-    return ScalingPolicySpec.model_validate(spec)
 
 
 @dataclass(frozen=True)
