@@ -27,6 +27,9 @@ from tests.integration.kafka.windows import check_windows
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SCRIPT = REPO / "examples" / "pyspark" / "kafka_windowed_wordcount.py"
+# The load follows its trace until the restarted job has committed steady batches, whatever the
+# machine's speed (the actions take ~60 s on a fast machine, ~90 s on a slow one); this bounds it.
+LOAD_SECONDS = 300
 
 
 def _job(tmp: Path, bootstrap: str, topic: str) -> tuple[Path, Path, Path]:
@@ -74,7 +77,8 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
     broker: str, spark: Any, cluster: Any, tmp_path: Path
 ) -> None:
     topic = topic_name("script-in")
-    # 2,000 records/s for 70 s with a 10,000/s burst at 20-30 s: ~230k records over 50 words.
+    # 2,000 records/s with a 10,000/s burst at 20-30 s, over 50 words, until the restarted job
+    # has committed batches of its own (the load must outlast the actions and the driver kill).
     trace = trace_file(tmp_path, [(0, 2_000), (20, 10_000), (30, 2_000)])
     gen = LoadGenerator(broker, topic, burst_spec(trace, keys=50, seed=13), partitions=2)
     gen.create_topic()
@@ -85,7 +89,8 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
                            free_port(), executors=1, max_executors=2, token_file=token)
     runner.workdir.mkdir()
     stats: dict[str, Any] = {}
-    load = threading.Thread(target=lambda: stats.update(s=gen.run(duration=70)), daemon=True)
+    load = threading.Thread(target=lambda: stats.update(s=gen.run(duration=LOAD_SECONDS)),
+                            daemon=True)
     try:
         runner.start()
         load.start()
@@ -119,12 +124,14 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
         print(f"kafka script: driver kill -> batch {st.last_committed_batch} in "
               f"{time.monotonic() - t_kill:.1f} s, resumed from {st.resumed_from_batch}")
         assert st.partitions == 3 and st.resumed_from_batch is not None
+        _wait(runner, lambda s: (s.last_committed_batch or 0) > before + 3, 240,
+              "steady batches after the restart")
 
+        gen.stop_event.set()
         load.join(120)
         assert "s" in stats, "the load generator did not finish"
-        st = _wait(runner, lambda s: (s.backlog.records == 0
-                                      and (s.last_committed_batch or 0) > before + 3),
-                   240, "the backlog drained")
+        time.sleep(5)  # the records the broker acknowledged last reach the offsets Spark reads
+        _wait(runner, lambda s: s.backlog.records == 0, 240, "the backlog drained")
         time.sleep(3)  # a no-data batch emits the windows the last watermark closed
     finally:
         gen.stop_event.set()
