@@ -60,6 +60,17 @@ class HistoryEntry(Model):
     )
     until: float | None = Field(default=None, description="Blocked until this Unix time (s).")
 
+    def blocks(self, now: float, executors: int, partitions: int | None) -> bool:
+        """This is a block in force against moving to (executors, partitions): see
+        :meth:`ScalingHistory.blocked` for its scope."""
+        return (
+            self.kind == "blocked"
+            and (self.until or 0) > now
+            and self.executors is not None
+            and executors >= self.executors
+            and self.partitions == partitions
+        )
+
 
 class CostSample(Model):
     """One stage's task time over one evaluation window: busy time against tasks and records."""
@@ -137,16 +148,7 @@ class ScalingHistory(Model):
         None) that did not help blocks in-place moves to as many executors or more, never the
         repartition that spreads state over them; a repartition to ``p`` partitions blocks
         repartitions to ``p``. It ends at ``until``."""
-        for e in self.entries:
-            if (
-                e.kind == "blocked"
-                and (e.until or 0) > now
-                and e.executors is not None
-                and executors >= e.executors
-                and e.partitions == partitions
-            ):
-                return e
-        return None
+        return next((e for e in self.entries if e.blocks(now, executors, partitions)), None)
 
     def direction_changes_since(self, t: float) -> int:
         """Scale-up/scale-down flips among the actions at or after ``t`` (the action before

@@ -120,9 +120,17 @@ def _data_problem(x: Inputs) -> Decision | None:
 
 
 def _without_model(x: Inputs, diagnosis: Diagnosis) -> Decision:
-    """No cost measurements: an idle job may shrink to the minimum, anything else holds."""
+    """No cost measurements: an idle job may shrink to the minimum, anything else holds. Idle
+    is known, never assumed: an unknown backlog is not read as none."""
     s = x.snapshot
-    idle = (s.arrival_rate or 0) == 0 and (s.backlog_records or 0) == 0
+    if s.arrival_rate == 0 and s.backlog_records is None and s.executors is not None:
+        return x.hold(
+            Reason.NO_METRICS,
+            f"nothing arrives, but the backlog is unknown: holding {s.executors} "
+            "(an unknown backlog is never read as none)",
+            diagnosis,
+        )
+    idle = s.arrival_rate == 0 and s.backlog_records == 0
     if not idle or s.executors is None:
         return x.hold(
             Reason.INSUFFICIENT_DATA,

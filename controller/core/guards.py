@@ -240,11 +240,15 @@ def _judged_scale_out(x: Inputs) -> tuple[HistoryEntry, float, float] | None:
 
 def ineffective(x: Inputs) -> HistoryEntry | None:
     """The last scale-out, if it delivered less than ``safety.ineffectiveScaleUpRatio`` of its
-    expected gain while saturated."""
+    expected gain while saturated. An action is judged once: after its block is recorded, that
+    block (scoped and with its end, :meth:`ScalingHistory.blocked`) speaks for it, so a job that
+    stays saturated is not blocked anew at every evaluation and the block expires."""
     judged = _judged_scale_out(x)
     if judged is None:
         return None
     last, gain, gain_expected = judged
+    if any(e.kind == "blocked" and e.time >= last.time for e in x.history.entries):
+        return None
     if gain >= x.policy.safety.ineffective_scale_up_ratio * gain_expected:
         return None
     return HistoryEntry(
@@ -283,7 +287,10 @@ def scale_out(
     target = plan.layout.executors
     partitions = plan.layout.partitions if plan.layout.restart else None
     block = ineffective(x)
-    active = block or x.history.blocked(x.now, target, partitions)
+    # the new block holds only the kind of move it judged (an in-place scale-out found
+    # ineffective never holds the repartition that spreads state over more executors)
+    fresh = block if block is not None and block.blocks(x.now, target, partitions) else None
+    active = fresh or x.history.blocked(x.now, target, partitions)
     if active is not None:
         return x.hold(
             Reason.BLOCKED_INEFFECTIVE,

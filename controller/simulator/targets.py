@@ -156,15 +156,23 @@ def by_reason_in_force(
 def why_missed(
     target: str, engine: Sequence[Sample], plus: Sequence[Sample], slo: float
 ) -> str | None:
-    """The engine's decisions in force while it spent executor-seconds above oracle-plus, or
-    while its lag was over the SLO: the 'why' printed under a missed cost or SLO target."""
+    """The 'why' printed under a missed target: the engine's decisions in force while it spent
+    executor-seconds above oracle-plus, or while its lag was over the SLO (the SLO and lock-in
+    targets); the actions it took, with when and why (the actions target)."""
     if target.startswith("exec-s"):
         want = {round(s.t): s.executors for s in plus}
         extra = by_reason_in_force(
             engine, lambda s: max(0.0, s.executors - want.get(round(s.t), s.executors))
         )
         return f"executor-seconds above oracle-plus's, by the engine's decision in force: {extra}"
-    if target.startswith("SLO"):
+    if target.startswith(("SLO", "no lock-in")):
         over = by_reason_in_force(engine, lambda s: 1.0 if s.lag_seconds > slo else 0.0)
         return f"seconds over the SLO, by the engine's decision in force: {over}"
+    if target.startswith("actions"):
+        acts = [
+            f"{s.reason} at {s.t:g} s ({s.action} to {s.executors_requested} executors)"
+            for s in engine
+            if s.action in ("scale", "restart", "recover")
+        ]
+        return "the engine's actions: " + ("; ".join(acts) or "none")
     return None

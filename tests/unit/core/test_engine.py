@@ -355,6 +355,26 @@ CASES = [
         ),
     ),
     Case(
+        "an in-place scale-out found ineffective now does not hold the repartition that spreads "
+        "state (more executors credited the 30% of the gain it delivered)",
+        snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
+        (REPART, Reason.REPARTITION_OUT, 6, 6),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 90,
+                    kind="action",
+                    action="scale",
+                    executors=2,
+                    reason="ScaleOut",
+                    rate_before=19_900,
+                    expected_rate=60_000,
+                ),
+            )
+        ),
+        message_has="delivered 30% of the gain",
+    ),
+    Case(
         "a blocked repartition to those partitions stays blocked until it expires",
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
         (HOLD, Reason.BLOCKED_INEFFECTIVE, None, None),
@@ -531,6 +551,12 @@ HOSTILE = [
     (
         "unknown backlog on an over-provisioned job (was ScaleIn 4 -> 1)",
         snapshot(arrival=2_000, executors=4, partitions=4, backlog=None),
+        Reason.NO_METRICS,
+    ),
+    (
+        "unknown backlog on an idle job with no cost measured (was ScaleIn 4 -> 1)",
+        snapshot(arrival=0.0, executors=4, partitions=4, backlog=None, stages=(),
+                 batch_duration_seconds=None),
         Reason.NO_METRICS,
     ),
     (

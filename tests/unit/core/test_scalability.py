@@ -81,3 +81,28 @@ def test_nothing_is_learned_without_the_evidence(name: str, observed: MetricsSna
 def test_below_the_ineffective_ratio_the_move_is_blocked_not_discounted() -> None:
     got = decide(saturated(12_000, processed=9_000), POLICY, scaled_out(), NOW)
     assert got.reason == Reason.BLOCKED_INEFFECTIVE
+
+
+def test_an_ineffective_move_is_judged_once_and_its_block_expires() -> None:
+    """The job stays saturated after the scale-out that fell short: the block is found once,
+    holds for ``safety.blockedActionSeconds`` from then (not from every later evaluation, which
+    never let it end), and afterwards the engine scales out again, crediting later gains the
+    share the judged move delivered."""
+    from controller.core.decision import record_recommendation
+
+    def at(t: float) -> MetricsSnapshot:
+        return saturated(12_000, processed=9_000).model_copy(update={"observed_at": t})
+
+    first = decide(at(NOW), POLICY, scaled_out(), NOW)
+    assert first.reason == Reason.BLOCKED_INEFFECTIVE and first.block is not None
+    until = first.block.until
+    assert until == NOW + POLICY.safety.blocked_action_seconds
+    h = record_recommendation(scaled_out(), first, NOW)
+    later = decide(at(NOW + 300), POLICY, h, NOW + 300)
+    assert later.reason == Reason.BLOCKED_INEFFECTIVE, later.message
+    assert later.block is None, "judged again: the block would be renewed at every evaluation"
+    assert f"blocked until t={until:.0f}" in later.message
+    h = record_recommendation(h, later, NOW + 300)
+    after = decide(at(until + 10), POLICY, h, until + 10)
+    assert after.reason == Reason.SCALE_OUT, after.message
+    assert "the last scale-out delivered 30% of the gain modelled" in after.message

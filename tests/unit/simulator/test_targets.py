@@ -131,4 +131,18 @@ def test_a_missed_target_says_which_decisions_were_in_force() -> None:
     assert cost.endswith("ScaleDownDeferred 40%, start 20%, RepartitionStateBound 20%")
     slo = why_missed("SLO viol <= 0.5x flink", engine, plus, slo=30.0)
     assert slo is not None and slo.endswith("RepartitionStateBound 50%, ActionInProgress 50%")
+    lock = why_missed("no lock-in", engine, plus, slo=30.0)
+    assert lock is not None and lock.endswith("RepartitionStateBound 50%, ActionInProgress 50%")
     assert why_missed("flips <= load flips", engine, plus, slo=30.0) is None
+
+
+def test_a_missed_actions_target_lists_the_actions() -> None:
+    engine = [
+        _sample(0, 1, 1.0),
+        Sample(60, 0.0, 0.0, 0.0, 1.0, 1, 3, 2, True, 0.0, "scale", "ScaleOut"),
+        Sample(61, 0.0, 0.0, 0.0, 1.0, 1, 3, 2, True, 0.0, "hold", "Cooldown"),
+        Sample(95, 0.0, 0.0, 0.0, 1.0, 3, 4, 4, True, 0.0, "restart", "RepartitionStateBound"),
+    ]
+    why = why_missed("actions/change <= 1", engine, [], slo=30.0)
+    assert why == ("the engine's actions: ScaleOut at 60 s (scale to 3 executors); "
+                   "RepartitionStateBound at 95 s (restart to 4 executors)")
