@@ -54,6 +54,10 @@ def _runner_parser() -> argparse.ArgumentParser:
     p.add_argument("--executors", type=int, help="executors at start (default: spec)")
     p.add_argument("--max-executors", type=int,
                    help="ceiling for scaling (default: the mini-cluster's size, else initial)")
+    p.add_argument("--state-partitions", type=int, metavar="N",
+                   help="resume at N state partitions: a checkpoint with another count is "
+                        "repartitioned (after one batch at its own count, with rollback) before "
+                        "the query starts; how a recovery restores with more capacity")
     p.add_argument("--workers", type=int, help="mini-cluster workers (default: max executors)")
     p.add_argument("--token", help="bearer token (prefer the env var or a token file)")
     p.add_argument("--token-file", help="token file; created with a new token if absent "
@@ -81,7 +85,7 @@ def runner_main(argv: list[str]) -> int:
     from operators.cluster import ClusterError, MiniCluster, free_port
     from operators.control import ControlServer, load_token
     from operators.runner import JobRunner, RunnerOptions
-    from operators.state import CheckpointError
+    from operators.state import CheckpointError, RepartitionError
 
     spec, name = job.spec, job.metadata.name
     home = Path(".stream-autoscaler")
@@ -107,7 +111,8 @@ def runner_main(argv: list[str]) -> int:
             master = cluster.master_url
             max_executors = args.max_executors or workers
         runner = JobRunner(job, RunnerOptions(master=master, max_executors=max_executors,
-                                              executors=initial))
+                                              executors=initial,
+                                              state_partitions=args.state_partitions))
         signals = [0]
 
         def on_signal(*_: Any) -> None:
@@ -153,6 +158,11 @@ def runner_main(argv: list[str]) -> int:
         return 2
     except ApplicationError as e:  # the user's own code: its file and line, no traceback
         print(f"application {e}", file=sys.stderr)
+        return 1
+    except RepartitionError as e:  # --state-partitions whose rollback failed: no query runs
+        print(f"{spec.checkpoint.location}: {e}; the query is NOT started: inspect the "
+              "checkpoint (stream-autoscaler checkpoint inspect) or restore it from a backup "
+              "(stream-autoscaler checkpoint restore)", file=sys.stderr)
         return 1
     finally:
         for s in servers:

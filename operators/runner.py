@@ -61,6 +61,9 @@ class RunnerOptions:
     """Ceiling for in-place growth (``spark.cores.max``); None = the initial count."""
     executors: int | None = None
     """Executors at start; None = ``spec.executors.initial``."""
+    state_partitions: int | None = None
+    """Resume at this many state partitions (a recovery with more capacity); None = as the
+    checkpoint has them (:meth:`JobRunner._repartition_at_start`)."""
     scale_timeout: float = 120.0
     first_commit_timeout: float = 180.0
 
@@ -136,11 +139,51 @@ class JobRunner(RunnerActions):
         parts = source_partitions(self.spec)
         if parts:
             self.metrics.source_partitions.labels(self.name).set(parts)
+        want = self.options.state_partitions
+        if want is not None and info.last_committed_batch is not None and want != self.partitions:
+            self._repartition_at_start(want)
         self.metrics.state_partitions.labels(self.name).set(self.partitions)
         self._start_query()
         state.write_owner(loc, self.name, self.query_id or "")
         threading.Thread(target=self._watch, name="query-watch", daemon=True).start()
         self._set_phase(Phase.RUNNING)
+
+    def _repartition_at_start(self, n: int) -> None:
+        """Resume at ``n`` state partitions: how a recovery restores with more capacity
+        (``runner --state-partitions``). Spark rewrites the state only of a checkpoint that ends
+        on a committed batch, and a killed driver leaves one in flight; so first one batch at
+        the old layout, a one-batch (``once``) run that replays the batch in flight (or runs the
+        next one) and names the file sink whose log must record the repartition's batch; then
+        Spark's offline repartition, with rollback. A repartition that fails and rolls back
+        leaves the job on the old count and says so in ``lastError``; one that cannot roll back
+        fails the start (the checkpoint is then in an unknown state: no query may run on it)."""
+        assert self.spark is not None
+        loc, old, t0 = self.spec.checkpoint.location, self.partitions, time.monotonic()
+        once = self.starter.start(self.spark, once=True)
+        if not once.awaitTermination(self.options.first_commit_timeout):
+            once.stop()
+            raise TimeoutError(f"the batch before repartitioning to {n} did not finish in "
+                               f"{self.options.first_commit_timeout:g} s")
+        if once.exception() is not None:
+            raise RuntimeError(f"the batch before repartitioning to {n} failed: "
+                               f"{first_line(once.exception() or '')}")
+        with self._progress:
+            self.last_committed_batch = state.inspect(loc).last_committed_batch
+        try:
+            res = state.repartition(self.spark, loc, n, file_sink=state.file_sink_path(once))
+        except state.RepartitionError as e:
+            if not e.rolled_back:
+                raise
+            self.last_error = f"repartition {old} -> {n} at start rolled back ({e}); " \
+                              f"resuming at {old} state partitions"
+            log.warning("repartition at start rolled back", error=str(e), partitions=old)
+            return
+        self.partitions = n
+        with self._progress:
+            self.last_committed_batch = res.batch
+        log.info("repartitioned at start", partitions_before=old, partitions=n, batch=res.batch,
+                 rows_before=res.rows_before, rows_after=res.rows_after,
+                 seconds=round(time.monotonic() - t0, 1))
 
     def wait_stopped(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from contracts.manifests import error_lines
 from contracts.policy import ScalingPolicy, ScalingPolicySpec
 from contracts.runner_api import Phase
-from contracts.streamjob import CLUSTER_CONTEXT, StreamJob
+from contracts.streamjob import CLUSTER_CONTEXT, ActionIntent, StreamJob
 from controller.adapters.prometheus import SnapshotSource
 from controller.adapters.promql import Window
 from controller.adapters.runner_client import RunnerClient
@@ -253,14 +253,14 @@ class Reconciler:
         pod = self.api.read_pod(key[0], names.driver)
         pod_phase = ((pod or {}).get("status") or {}).get("phase")
         recovery: Decision | None = None
+        intent = draft.intent()
         if pod is None and draft.doc.get("lastCommittedBatch") is not None and (
-            (intent := draft.intent()) is None or intent.action != Action.RECOVER.value
+            intent is None or intent.action != Action.RECOVER.value
         ):
             # the driver pod vanished (deleted, evicted, its node lost) with no recovery of ours
             # in flight: recovery as scale-out, sized by the engine to drain the outage
             recovery = recovery_from_status(draft, policy, key[1], names.driver)
-            if recovery.enforced and recovery.target_executors is not None:
-                executors = recovery.target_executors
+        executors, partitions = restored_layout(intent, recovery, executors)
         manifest = resources.runner_manifest(job, names, s, executors)
         want = resources.config_map(obj, manifest, s)
         cm = self.api.ensure("ConfigMap", key[0], want)
@@ -281,7 +281,8 @@ class Reconciler:
             try:
                 self.api.ensure(
                     "Pod", key[0],
-                    resources.driver_pod(obj, job, s, executors, policy.executors.max),
+                    resources.driver_pod(obj, job, s, executors, policy.executors.max,
+                                         partitions),
                 )
             except ApiException as e:
                 if e.status not in (403, 422):
@@ -457,6 +458,21 @@ class Reconciler:
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def restored_layout(
+    intent: ActionIntent | None, recovery: Decision | None, executors: int
+) -> tuple[int, int | None]:
+    """The executors and state partitions a new driver pod starts with. A recovery restores
+    the layout it was sized for -- the one just decided for a vanished pod (when enforced), or
+    ours in flight (its intent) -- and a new count of state partitions is the runner's to set
+    before its query starts (``runner --state-partitions``); otherwise ``executors`` on the
+    checkpoint's partitions (None)."""
+    if recovery is not None and recovery.enforced and recovery.target_executors is not None:
+        return recovery.target_executors, recovery.target_partitions
+    if intent is not None and intent.action == Action.RECOVER.value:
+        return executors, intent.target_partitions
+    return executors, None
 
 
 def recovery_from_status(

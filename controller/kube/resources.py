@@ -333,9 +333,12 @@ def service(obj: Obj, s: ManagedSettings) -> Obj:
 
 
 def driver_pod(
-    obj: Obj, job: StreamJob, s: ManagedSettings, executors: int, max_executors: int
+    obj: Obj, job: StreamJob, s: ManagedSettings, executors: int, max_executors: int,
+    state_partitions: int | None = None,
 ) -> Obj:
-    """The driver: ``stream-autoscaler runner`` in Spark-on-Kubernetes mode."""
+    """The driver: ``stream-autoscaler runner`` in Spark-on-Kubernetes mode. ``state_partitions``:
+    a recovery that restores with more state partitions (``runner --state-partitions``: the
+    runner repartitions the checkpoint before its query starts)."""
     names = Names.of(obj)
     meta = object_meta(obj, names.driver, "driver")
     meta["labels"]["spark-role"] = "driver"
@@ -375,6 +378,8 @@ def driver_pod(
                         "--metrics-port", str(s.metrics_port),
                         "--executors", str(executors),
                         "--max-executors", str(max_executors),
+                        *(["--state-partitions", str(state_partitions)]
+                          if state_partitions is not None else []),
                     ],
                     "env": [
                         {

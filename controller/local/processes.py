@@ -46,8 +46,10 @@ class RunnerProcess:
             self.token_file.read_text(encoding="utf-8").strip(),
         )
 
-    def start(self, executors: int | None = None) -> dict[str, Any]:
-        """Starts the runner and waits for its ready file; returns it."""
+    def start(self, executors: int | None = None,
+              state_partitions: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """Starts the runner and waits for its ready file; returns it. ``state_partitions``:
+        resume at that many (``runner --state-partitions``, a recovery with more capacity)."""
         if executors is not None:
             self.executors = executors
         self.starts += 1
@@ -63,6 +65,7 @@ class RunnerProcess:
             "--max-executors", str(self.max_executors),
             "--token-file", str(self.token_file),
             "--ready-file", str(ready),
+            *(["--state-partitions", str(state_partitions)] if state_partitions else []),
         ]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         log.close()

@@ -60,13 +60,13 @@ def heavy_job(tmp: Path, **kw: Any) -> Path:
 class Loop:
     """Prometheus scraping one runner, and the LocalController acting on it."""
 
-    def __init__(self, tmp: Path, runner: RunnerProcess, name: str, checkpoint: str) -> None:
+    def __init__(self, tmp: Path, runner: RunnerProcess, name: str) -> None:
         policy = tmp / "policy.yaml"
         policy.write_text(yaml.safe_dump(POLICY))
         self.prom = PrometheusServer(tmp / "prometheus",
                                      {name: f"127.0.0.1:{runner.metrics_port}"}).start()
         self.evaluations: list[Evaluation] = []
-        self.actuator = RunnerActuator(runner, checkpoint, t0=time.time())
+        self.actuator = RunnerActuator(runner, t0=time.time())
         self.controller = LocalController(
             name,
             PolicyFile(policy),
@@ -132,7 +132,7 @@ def test_burst_into_kafka_scales_out_drains_and_stays_exactly_once(
     spec = load_job(job_file).spec
     runner = runner_factory(job_file, tmp_path / "runner")
     runner.start()
-    loop = Loop(tmp_path, runner, name, spec.checkpoint.location)
+    loop = Loop(tmp_path, runner, name)
     stats: dict[str, Any] = {}
     load = threading.Thread(target=lambda: stats.update(s=gen.run(duration=75)), daemon=True)
     try:
@@ -191,10 +191,9 @@ def test_too_few_topic_partitions_is_diagnosed_source_bound(
     gen.create_topic()
     job_file = heavy_job(tmp_path / "job", name=name, bootstrap=broker, topic=src,
                          out_topic=out, max_offsets=40_000)  # fmt: skip
-    spec = load_job(job_file).spec
     runner = runner_factory(job_file, tmp_path / "runner")
     runner.start()
-    loop = Loop(tmp_path, runner, name, spec.checkpoint.location)
+    loop = Loop(tmp_path, runner, name)
     load = threading.Thread(target=lambda: gen.run(duration=70), daemon=True)
     load.start()
     try:

@@ -296,7 +296,7 @@ def test_the_controller_reads_and_scales_an_unmodified_script_job(cluster, tmp_p
     evaluations: list[Any] = []
     source = ScrapeSource(lambda _: f"http://127.0.0.1:{runner.metrics_port}/metrics")
     loop = LocalController("script-loop", PolicyFile(policy), source,
-                           RunnerActuator(runner, str(tmp_path / "cp"), t0=time.time()),
+                           RunnerActuator(runner, t0=time.time()),
                            on_evaluation=evaluations.append)
     try:
         runner.start()

@@ -101,9 +101,13 @@ def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, loca
     assert info["partitions"] == 2 and info["job"] == "rt" and info["uncommittedBatch"] is None
 
 
-def test_failed_repartition_rolls_back_and_killed_driver_resumes_exactly_once(
+def test_failed_repartition_rolls_back_and_killed_driver_recovers_with_more_partitions(
     start_runner, tmp_path, local_spark
 ):
+    """A failed repartition rolls back; then the driver is SIGKILLed mid-stream and a new
+    runner recovers on the checkpoint with more state partitions (``--state-partitions``, how
+    the controller restores with more capacity): the batch the killed driver left is finished
+    at the old count, the state repartitioned, and every record counted once."""
     job = write_job(tmp_path / "job", partitions=4)
     r = start_runner(job, env={"STREAM_AUTOSCALER_FAULT": "repartition-after-write"})
     _batches_after(r, 0, 1)
@@ -117,12 +121,18 @@ def test_failed_repartition_rolls_back_and_killed_driver_resumes_exactly_once(
     cp = tmp_path / "job" / "cp"
     assert all(state.partitions_of(cp, b) == 4 for b in state.checkpoint.batches(cp / "offsets"))
 
-    # SIGKILL the driver mid-stream; a new runner on the same checkpoint resumes.
+    # SIGKILL the driver mid-stream; a new runner on the same checkpoint resumes at 6.
     before = st["lastCommittedBatch"]
     r.kill()
-    r2 = start_runner(job)
-    st = _batches_after(r2, before, 2)
+    t0 = time.monotonic()
+    r2 = start_runner(["--job", str(job), "--state-partitions", "6"])
+    st = _batches_after(r2, before, 3)
+    print(f"recovered at 6 state partitions: kill -> {st['lastCommittedBatch'] - before} "
+          f"batches in {time.monotonic() - t0:.1f} s, resumed from {st['resumedFromBatch']}")
     assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
+    assert st["partitions"] == 6 and st["lastError"] is None, st
+    last = max(state.checkpoint.batches(cp / "offsets"))
+    assert state.partitions_of(cp, last) == 6
     assert r2.stop() == 0
     result = _verify(job, local_spark)
     print("exactly-once after kill:", result.keys_checked, "keys", result.records)

@@ -61,3 +61,43 @@ def test_a_policy_that_only_recommends_does_not_enforce_the_size() -> None:
     observe: ScalingPolicySpec = POLICY.model_copy(update={"mode": "recommend"})
     d = recovery_from_status(draft(status(SCALED)), observe, "wc", DRIVER)
     assert not d.enforced
+
+
+REPARTITIONED = [*SCALED, {"time": NOW - 60, "kind": "action", "action": "repartition",
+                           "executors": 2, "partitions": 2, "reason": "RepartitionStateBound",
+                           "rateBefore": 3_000.0, "expectedRate": 8_000.0}]
+
+
+def test_the_new_driver_restores_with_the_state_partitions_the_recovery_was_sized_for() -> None:
+    """Recovery as scale-out of a stateful job: more executors than state partitions would
+    leave the new ones idle in the stateful stage, so the recovery also repartitions, and the
+    new driver pod says so to its runner (``--state-partitions``: it finishes the batch the dead
+    driver left, then repartitions, before its query starts)."""
+    from contracts.streamjob import ActionIntent, StreamJob
+    from controller.kube import resources
+    from controller.kube.reconciler import restored_layout
+    from controller.kube.settings import ManagedSettings
+    from tests.unit.kube.test_status_and_resources import JOB
+
+    d = recovery_from_status(draft(status(REPARTITIONED)), POLICY, "wc", DRIVER)
+    n = d.target_executors or 0
+    assert n > 2 and d.target_partitions == n, (n, d.target_partitions)
+    assert f"with {n} executor(s) and {n} state partitions" in d.message, d.message
+    assert restored_layout(None, d, 2) == (n, n)
+    # decided by the engine earlier and in flight (the pod was deleted by us): its intent
+    ours = ActionIntent(action_id="r", action="recover", target_executors=n,
+                        target_partitions=n, started_at=NOW)
+    assert restored_layout(ours, None, n) == (n, n)
+    scale = ActionIntent(action_id="s", action="scale", target_executors=4, started_at=NOW)
+    assert restored_layout(scale, None, 4) == (4, None)
+    observe = recovery_from_status(draft(status(REPARTITIONED)),
+                                   POLICY.model_copy(update={"mode": "recommend"}), "wc", DRIVER)
+    assert restored_layout(None, observe, 2) == (2, None)
+
+    job = StreamJob.model_validate({k: v for k, v in JOB.items() if k != "status"})
+    args = resources.driver_pod(JOB, job, ManagedSettings(), n, 8, n)["spec"]["containers"][0][
+        "args"]
+    assert args[args.index("--state-partitions") + 1] == str(n)
+    plain = resources.driver_pod(JOB, job, ManagedSettings(), 2, 8)["spec"]["containers"][0][
+        "args"]
+    assert "--state-partitions" not in plain
