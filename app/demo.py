@@ -29,6 +29,7 @@ from app.errors import DemoError
 from contracts.chaos import ChaosError, parse_chaos
 from contracts.manifests import load_job
 from contracts.runner_api import ActionState, RunnerStatus
+from contracts.sources import BurstSource
 from contracts.trace import load_trace
 from controller.adapters.prometheus import PrometheusSource
 from controller.core import Action, Decision
@@ -36,6 +37,7 @@ from controller.local.loop import Evaluation, LocalController, PolicyFile
 from controller.local.processes import RunnerProcess, executor_pids, kill_pid
 from controller.local.prometheus_server import PrometheusServer, free_port
 from operators.cgroups import CpuQuota, CpuQuotaError
+from operators.sources.burst_clock import BurstClock
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = ROOT / "k8s" / "samples" / "pseudonymized-wordcount.yaml"
@@ -304,6 +306,7 @@ def _record(
     last = RunnerStatus()
     run = load_job(runner.job_file).spec  # the run's manifest, as the runner reads it
     trace = report.source_trace(run.source)
+    clock = BurstClock.for_source(run.source) if isinstance(run.source, BurstSource) else None
     lead: float | None = None  # trace time - t, once the source's run start is on disk
     filled = 0
     while (t := time.time() - t0) < run_for:
@@ -323,6 +326,12 @@ def _record(
             phase = "Down"
         ev = marks.get(round(t))
         rates, backlog, ex = last.rates, last.backlog, last.executors
+        records, lag = backlog.records, backlog.age_seconds
+        # stopped, no batch reports progress: what waits behind the last commit, not the
+        # last batch's figures, which would hide the downtime's lag
+        waiting = report.backlog_while_stopped(phase, run.checkpoint.location, clock, time.time())
+        if waiting is not None:
+            records, lag = float(waiting.records), waiting.age_seconds
         up = phase != "Down"  # a dead driver reports no rates: a gap, not its last batch's
         rows.append(
             report.Row(
@@ -332,8 +341,8 @@ def _record(
                 processed_rate=rates.processed_rows_per_second
                 if up and phase != "Repartitioning"
                 else None,
-                backlog_records=backlog.records,
-                lag_seconds=backlog.age_seconds,
+                backlog_records=records,
+                lag_seconds=lag,
                 executors=int(ex.live or 0) if up else 0,
                 executors_target=ex.target,
                 partitions=last.partitions,

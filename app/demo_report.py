@@ -19,6 +19,7 @@ from controller.simulator.report import direction_changes
 
 if TYPE_CHECKING:
     from controller.core import Decision, Evaluation
+    from operators.sources.burst_clock import BurstBacklog, BurstClock
 
 
 @dataclass
@@ -94,6 +95,34 @@ def fill_arrivals(rows: Iterable[Row], trace: Trace, lead: float) -> None:
     for row in rows:
         if row.arrival_rate is None:
             row.arrival_rate = trace.rate_at(row.t + lead)
+
+
+STOPPED_PHASES = frozenset({"Down", "Failed", "Starting", "Repartitioning"})
+"""Phases in which no batch reports progress, so the runner's backlog and lag stay at its last
+batch's while records keep arriving (``Down``: the demo's, the driver does not answer)."""
+
+
+def backlog_while_stopped(
+    phase: str, checkpoint: str, clock: BurstClock | None, now: float
+) -> BurstBacklog | None:
+    """What waits at wall time ``now`` (Unix s) behind the last committed batch, from the
+    checkpoint and the trace, while the query is stopped (:data:`STOPPED_PHASES`); None while
+    it runs, for a source without a trace clock, or before the first commit. The records of a
+    batch a dead driver left in flight count as waiting: they are replayed. Without this the
+    timeline froze the lag at its last batch's through a recovery or a repartition and the
+    SLO-violation seconds missed the downtime."""
+    from operators.errors import VerifierError
+    from operators.state.committed import committed_progress
+
+    if phase not in STOPPED_PHASES or clock is None:
+        return None
+    try:
+        offset = committed_progress(checkpoint).offsets.get("main")
+    except (OSError, ValueError, VerifierError):  # a commit being written: next second
+        return None
+    if offset is None:
+        return None
+    return clock.backlog(int(offset["offset"]), now, int(offset["runStartUs"]) / 1e6)
 
 
 # --- when the query was not running: the runner's phases, sampled once a second ----------------

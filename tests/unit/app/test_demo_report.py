@@ -295,3 +295,43 @@ def test_each_scale_out_is_checked_against_what_it_delivered_while_saturated() -
         ("ScaleOut", 100_000, None, None),
     ]
     assert got[0]["saturated_seconds"] == 2
+
+
+# --- what waits while the query is stopped ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("phase", "seconds", "expected"),
+    [
+        # 1,234 records committed; record 1,234 arrived at 10 + 234 / 500 = 10.468 s
+        ("Down", 15.0, (3_500 - 1_234, 15.0 - 10.468)),
+        ("Repartitioning", 12.0, (2_000 - 1_234, 12.0 - 10.468)),
+        ("Starting", 30.0, (6_000 - 1_234, 30.0 - 10.468)),  # the trace ended at 20 s
+        ("Running", 15.0, None),  # a running query's own figures stand
+        ("Scaling", 15.0, None),
+    ],
+)
+def test_while_stopped_the_lag_grows_behind_the_last_commit(
+    tmp_path: Path, phase: str, seconds: float, expected: tuple[int, float] | None
+) -> None:
+    from app.demo_report import backlog_while_stopped
+    from operators.sources.burst_clock import BurstClock
+
+    run_start = T0 - 100.0
+    cp = _checkpoint(tmp_path, round(run_start * 1e6))
+    got = backlog_while_stopped(phase, cp, BurstClock(TRACE), run_start + seconds)
+    if expected is None:
+        assert got is None
+        return
+    assert got is not None
+    assert got.records == expected[0]
+    assert got.age_seconds == pytest.approx(expected[1], abs=1e-6)
+
+
+def test_while_stopped_nothing_without_a_commit_or_a_trace_clock(tmp_path: Path) -> None:
+    from app.demo_report import backlog_while_stopped
+    from operators.sources.burst_clock import BurstClock
+
+    uncommitted = _checkpoint(tmp_path, round(T0 * 1e6), committed=False)
+    assert backlog_while_stopped("Down", uncommitted, BurstClock(TRACE), T0 + 5) is None
+    assert backlog_while_stopped("Down", uncommitted, None, T0 + 5) is None
