@@ -60,16 +60,21 @@ def trace_lead(checkpoint: str, t0: float) -> float | None:
     same clock: what arrived while the driver was down is backlog). So trace time is
     ``t + (t0 - run start)``. None until the first batch commits (the offset is on disk).
     """
+    offset = _committed_offset(checkpoint)
+    return None if offset is None else t0 - int(offset["runStartUs"]) / 1e6
+
+
+def _committed_offset(checkpoint: str) -> dict[str, Any] | None:
+    """The burst source's offset of the last committed batch (``{"offset": n, "runStartUs":
+    ...}``), or None before the first commit."""
     from operators.errors import VerifierError
     from operators.state.committed import committed_progress
 
     try:
-        offset = committed_progress(checkpoint).offsets.get("main")
+        offset: dict[str, Any] | None = committed_progress(checkpoint).offsets.get("main")
     except (OSError, ValueError, VerifierError):  # a commit being written: next second
         return None
-    if offset is None:
-        return None
-    return t0 - int(offset["runStartUs"]) / 1e6
+    return offset
 
 
 def source_trace(source: object) -> Trace | None:
@@ -111,15 +116,9 @@ def backlog_while_stopped(
     batch a dead driver left in flight count as waiting: they are replayed. Without this the
     timeline froze the lag at its last batch's through a recovery or a repartition and the
     SLO-violation seconds missed the downtime."""
-    from operators.errors import VerifierError
-    from operators.state.committed import committed_progress
-
     if phase not in STOPPED_PHASES or clock is None:
         return None
-    try:
-        offset = committed_progress(checkpoint).offsets.get("main")
-    except (OSError, ValueError, VerifierError):  # a commit being written: next second
-        return None
+    offset = _committed_offset(checkpoint)
     if offset is None:
         return None
     return clock.backlog(int(offset["offset"]), now, int(offset["runStartUs"]) / 1e6)

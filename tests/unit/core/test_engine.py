@@ -29,6 +29,15 @@ from tests.unit.core.factories import (
 from tests.unit.core.test_cooldown import COOLDOWN_CASES
 
 
+def _acted(reason: str, executors: int, rate_before: float, expected: float,
+           ago: float) -> ScalingHistory:
+    """One action ``ago`` seconds before NOW: a scale to ``executors`` for ``reason``, from
+    ``rate_before`` records/s, promising ``expected``."""
+    return ScalingHistory(entries=(HistoryEntry(
+        time=NOW - ago, kind="action", action="scale", executors=executors, reason=reason,
+        rate_before=rate_before, expected_rate=expected),))
+
+
 def _contended(*, arrival: float, executors: int, processed: float) -> MetricsSnapshot:
     """Every slot busy all window, yet only ``processed`` records/s: CPU contention."""
     rows = processed * 30
@@ -306,37 +315,13 @@ CASES = [
         "ineffective scale-out is blocked (Dhalion's blacklist)",
         _contended(arrival=20_000, executors=3, processed=9_500),
         (HOLD, Reason.BLOCKED_INEFFECTIVE, None, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(
-                    time=NOW - 90,
-                    kind="action",
-                    action="scale",
-                    executors=3,
-                    reason="ScaleOut",
-                    rate_before=9_000,
-                    expected_rate=20_000,
-                ),
-            )
-        ),
+        history=_acted("ScaleOut", 3, 9_000, 20_000, ago=90),
     ),
     Case(
         "a scale-in is not judged ineffective: the burst that came back scales out",
         stateless_heavy(arrival=20_000, backlog=50_000, age=10),
         (SCALE, Reason.SCALE_OUT, 4, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(
-                    time=NOW - 200,
-                    kind="action",
-                    action="scale",
-                    executors=1,
-                    reason="ScaleIn",
-                    rate_before=9_000,
-                    expected_rate=20_000,
-                ),
-            )
-        ),
+        history=_acted("ScaleIn", 1, 9_000, 20_000, ago=200),
     ),
     Case(
         "a blocked in-place move does not block the repartition that spreads state",
@@ -359,19 +344,7 @@ CASES = [
         "state (more executors credited the 30% of the gain it delivered)",
         snapshot(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
         (REPART, Reason.REPARTITION_OUT, 6, 6),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(
-                    time=NOW - 90,
-                    kind="action",
-                    action="scale",
-                    executors=2,
-                    reason="ScaleOut",
-                    rate_before=19_900,
-                    expected_rate=60_000,
-                ),
-            )
-        ),
+        history=_acted("ScaleOut", 2, 19_900, 60_000, ago=90),
         message_has="delivered 30% of the gain",
     ),
     Case(
