@@ -50,6 +50,9 @@ class HistoryEntry(Model):
     kind: EntryKind
     action: str | None = Field(default=None, description="Action taken (action entries).")
     executors: int | None = Field(default=None, description="Target executors (count).")
+    executors_before: int | None = Field(
+        default=None, description="Executors when the action started (count; action entries)."
+    )
     partitions: int | None = Field(default=None, description="Target state partitions (count).")
     reason: str = Field(default="", description="Reason code.")
     rate_before: float | None = Field(

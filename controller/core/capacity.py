@@ -27,9 +27,10 @@ batches fill :data:`WALL_FIT_BATCH_SHARE` of the trigger shows its real cost at 
 the batches' wall time per record (less the fixed overhead) exceeds the busy-time model by more
 than :data:`WALL_FIT_MIN_RATIO`, every stage's spread is that ratio (:func:`wall_fit`), so a job
 that falls behind is never credited with a capacity it does not deliver.
-For the stateful stage, ``slots_s`` is capped by the slots that held state when the query last
-started: stateful tasks stick to the executors with their state store (docs/spark-facts.md), so
-executors added in place help it only after a restart or repartition.
+For the stateful stage, ``slots_s`` is capped by the slots of the executors that hold its state
+(:func:`state_holders`: those the query last started with, less any scaled in since): stateful
+tasks stick to the executors with their state store (docs/spark-facts.md), so executors added in
+place help it only after a restart or repartition.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from contracts.history import ScalingHistory
 from controller.core.snapshot import MetricsSnapshot, StageKind
 
 _PSEUDO_STAGE = "job"
@@ -118,18 +120,23 @@ class CapacityModel:
     scale-out delivered of the gain it promised, observed while the job is still saturated
     (:func:`controller.core.guards.observed_gain_share`; Flink 1.12's scalability coefficient).
     1 = the gains as modelled."""
+    state_executors: int | None = None
+    """Executors holding the stateful stage's state (:func:`state_holders`); None = the current
+    executors. Its tasks run on their slots only, until a restart spreads the state."""
 
     @staticmethod
     def from_snapshot(
         s: MetricsSnapshot,
         slo_seconds: float | None = None,
         task_seconds: Mapping[str, float] | None = None,
+        state_executors: int | None = None,
     ) -> CapacityModel | None:
         """The model, or None when the snapshot cannot tell the costs (idle or unknown).
         ``slo_seconds``: the lag SLO the batch-time budget derives from (None: the trigger).
         ``task_seconds``: each stage's fixed cost per task, by name
         (:func:`controller.core.taskcost.fixed_task_seconds`): taken out of its busy time (never
-        more than :data:`MAX_FIXED_SHARE` of it) and counted per task wave instead."""
+        more than :data:`MAX_FIXED_SHARE` of it) and counted per task wave instead.
+        ``state_executors``: the executors holding state (:func:`state_holders`; None: all)."""
         if s.executors is None or s.window_seconds is None:
             return None
         records = records_in_window(s)
@@ -165,6 +172,7 @@ class CapacityModel:
             current_partitions=stateful.partitions if stateful else None,
             batch_seconds=max(s.batch_duration_seconds or 0.0, s.batch_in_flight_seconds or 0.0),
             budget_seconds=batch_budget_seconds(s.trigger_interval_seconds or 0.0, slo_seconds),
+            state_executors=state_executors,
         )
         stateful_parts = stateful.partitions if stateful else None
         batch_fixed = (task_seconds or {}).get(batch_key(s.executors, stateful_parts), 0.0)
@@ -211,11 +219,22 @@ class CapacityModel:
 
     def _usable_slots(self, st: StageCost, layout: Layout) -> int:
         """Slots a stage's tasks can run on at ``layout``: all of them, but for the stateful
-        stage without a restart only those that held state when the query last started."""
+        stage without a restart only those of the executors holding its state."""
         slots = layout.executors * self.cores_per_executor
         if st.kind == "stateful" and not layout.restart and slots > 0:
-            return min(slots, max(1, self.current_executors * self.cores_per_executor))
+            return min(slots, max(1, self.state_holding_executors() * self.cores_per_executor))
         return slots
+
+    def state_holding_executors(self) -> int:
+        """Executors holding the stateful stage's state now (never more than the current)."""
+        if self.state_executors is None:
+            return self.current_executors
+        return min(self.current_executors, self.state_executors)
+
+    def spreads_state(self, layout: Layout) -> bool:
+        """``layout`` restarts the query onto more executors than hold its state now: a restart
+        at the same partitions then still grows the stateful stage's slots."""
+        return layout.restart and layout.executors > self.state_holding_executors()
 
     def overhead_share_of_batch(self) -> float:
         """Fixed driver time as a share of the longest batch the job may run: the batch-time
@@ -288,6 +307,34 @@ def sized_layouts(
         if lay.executors <= step and model.utilization(required, lay) <= high
     ]
     return sorted({*under_high, *at_target}, key=lambda lay: (lay.executors, lay.restart))
+
+
+RESTARTING_ACTIONS = frozenset({"repartition", "recover"})
+"""History actions (``Action`` values) that restart the query, so its state spreads over every
+executor it starts with."""
+
+
+def state_holders(history: ScalingHistory, executors: int) -> int | None:
+    """The executors that hold the stateful stage's state, from the recorded actions; None when
+    the history cannot tell (no action recorded, or none with the executors it started from).
+
+    A restart (repartition, recovery) spreads state over the executors it starts with. An
+    in-place scale-out adds none: stateful tasks stay with their state stores. An in-place
+    scale-in moves the state of the executors removed onto those left, as does losing one, so
+    the holders are never more than ``executors`` (the current count). Before the first
+    restart on record, the state is on the executors of the first in-place move's start."""
+    held: int | None = None
+    for e in history.entries:
+        if e.kind != "action" or e.executors is None:
+            continue
+        if e.action in RESTARTING_ACTIONS:
+            held = e.executors
+            continue
+        if held is None:
+            held = e.executors_before
+        if held is not None:
+            held = min(held, e.executors)
+    return None if held is None else max(1, min(held, executors))
 
 
 def batch_budget_seconds(interval: float, slo_seconds: float | None) -> float:

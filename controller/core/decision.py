@@ -80,13 +80,14 @@ def record(
     now: float,
     *,
     rate_before: float | None = None,
+    executors_before: int | None = None,
     limits: HistoryLimits | None = None,
 ) -> ScalingHistory:
     """The history after ``decision``: its recommendation, and the action if one was taken."""
     lim = limits or HistoryLimits()
     h = record_recommendation(history, decision, now, limits=lim)
     if decision.acts:
-        h = h.add(action_entry(decision, now, rate_before), now, lim)
+        h = h.add(action_entry(decision, now, rate_before, executors_before), now, lim)
     return h
 
 
@@ -116,14 +117,17 @@ def record_recommendation(
     return h
 
 
-def action_entry(decision: Decision, now: float, rate_before: float | None) -> HistoryEntry:
+def action_entry(
+    decision: Decision, now: float, rate_before: float | None, executors_before: int | None = None
+) -> HistoryEntry:
     """The history entry of ``decision`` carried out at ``now`` (the cooldown, the
-    ineffective-scale-up check and the restart budget read it)."""
+    ineffective-scale-up check, the restart budget and the state's holders read it)."""
     return HistoryEntry(
         time=now,
         kind="action",
         action=decision.action.value,
         executors=decision.target_executors,
+        executors_before=executors_before,
         partitions=decision.target_partitions,
         reason=decision.reason.value,
         rate_before=rate_before,

@@ -13,7 +13,8 @@ The pipeline, in order (each step may end in a hold that says why):
    target utilization, in place or with a restart that spreads state over the new slots (the
    SEEP move, :mod:`~controller.core.repartition`); each task's fixed cost, fitted over windows
    at different loads (:mod:`~controller.core.taskcost`), is paid once per task wave of a
-   batch, not per record;
+   batch, not per record; the stateful stage runs on the executors holding its state
+   (:func:`~controller.core.capacity.state_holders`), so executors added in place do not help it;
 4. the guards (:mod:`~controller.core.guards`): act only outside [low, high]; scale in only to
    the highest recommendation over the stabilization window (longer after recent direction
    changes), never while catching up; cooldown after an action (a scale-in never holds back a
@@ -40,7 +41,7 @@ from dataclasses import replace
 
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
-from controller.core.capacity import CapacityModel
+from controller.core.capacity import CapacityModel, state_holders
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import diagnose, failure_evidence
 from controller.core.failure import recover, restart_in_flight
@@ -70,7 +71,8 @@ def decide(
     if problem is not None:
         return problem
     fixed = fixed_task_seconds((*history.costs, *cost_samples(snapshot, now)))
-    model = CapacityModel.from_snapshot(snapshot, policy.lag.slo_seconds, fixed)
+    holders = state_holders(history, snapshot.executors) if snapshot.executors else None
+    model = CapacityModel.from_snapshot(snapshot, policy.lag.slo_seconds, fixed, holders)
     diagnosis = diagnose(snapshot, model, policy)
     if model is None:
         return _without_model(x, diagnosis)

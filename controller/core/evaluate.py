@@ -58,7 +58,8 @@ class Evaluation:
         """The decision was carried out (or its intent durably started): remember the action."""
         if not self.decision.acts:
             return self
-        entry = action_entry(self.decision, self.time, self.snapshot.processed_rate)
+        s = self.snapshot
+        entry = action_entry(self.decision, self.time, s.processed_rate, s.executors)
         return replace(self, acted=True, history=self.history.add(entry, self.time, self.limits))
 
     def refused(self, error: str) -> Evaluation:

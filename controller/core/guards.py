@@ -52,7 +52,8 @@ def band(
     util_arrival = model.utilization(arrival, current)
     n_cur = current.executors
     grows = plan.layout.executors > n_cur or (
-        plan.layout.restart and plan.layout.partitions != current.partitions
+        plan.layout.restart
+        and (plan.layout.partitions != current.partitions or model.spreads_state(plan.layout))
     )
 
     cooling = cooldown(x, growing=grows)
@@ -180,9 +181,12 @@ def lag_budget_room(x: Inputs, model: CapacityModel, d: Demand, plan: Plan) -> s
     peak = late + piled / new_cap
     if peak >= pol.lag.slo_seconds:
         return None
+    asks = f"{plan.layout.executors}"
+    if plan.layout.executors == d.current.executors:
+        asks = f"a restart that spreads state over all {asks}"
     return (
         f"{d.arrival:,.0f} records/s on {d.current.executors} executor(s) ({cap:,.0f} records/s "
-        f"at full use) asks for {plan.layout.executors}, but the lag ({lag:.0f} s now) would "
+        f"at full use) asks for {asks}, but the lag ({lag:.0f} s now) would "
         f"peak at {peak:.0f} s even if that came one evaluation later (SLO "
         f"{pol.lag.slo_seconds:g} s): holding while the lag budget takes it"
     )
@@ -314,7 +318,13 @@ def scale_out(
             if measured is not None and measured >= plan.downtime
             else ""
         )
-        if partitions == model.current_partitions:
+        holders = model.state_holding_executors()
+        if partitions == model.current_partitions and target == n_cur:
+            move = (
+                f"restart at a batch boundary so state spreads over all {target} executors "
+                f"({holders} hold it: executors added in place take no stateful tasks; {down})"
+            )
+        elif partitions == model.current_partitions:
             move = (
                 f"scale out {n_cur} -> {target} executors and restart at a batch boundary so "
                 f"state spreads over them ({down})"

@@ -76,7 +76,7 @@ class Actions:
         draft.condition("Progressing", "True", d.reason.value, d.message)
         # the action enters the history with the intent (cooldown, ineffective-move checks);
         # a refusal takes both back
-        draft.set_history(with_action(history, intent, d, snap.processed_rate))
+        draft.set_history(with_action(history, intent, d, snap))
         # 1. the intent reaches etcd before anything changes (a 409 here: nothing was done)
         obj = self.write(obj, draft)
         self.event(obj, "Normal", d.reason.value, d.message, d.action.value)
@@ -243,9 +243,9 @@ def stop_runner(client: RunnerClient, timeout: float) -> str:
 
 
 def with_action(
-    history: ScalingHistory, intent: ActionIntent, d: Decision, rate_before: float | None,
+    history: ScalingHistory, intent: ActionIntent, d: Decision, snap: MetricsSnapshot,
 ) -> ScalingHistory:
     """``history`` with ``d`` carried out as of the intent's start: the same entry as every host
     records (``controller.core.action_entry``), within the status bounds."""
-    entry = action_entry(d, intent.started_at, rate_before)
+    entry = action_entry(d, intent.started_at, snap.processed_rate, snap.executors)
     return history.add(entry, intent.started_at, STATUS_HISTORY)

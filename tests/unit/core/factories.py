@@ -121,22 +121,28 @@ class Case:
     message_has: str = ""
 
 
-def stateless_heavy(**kw: Any) -> MetricsSnapshot:
-    rows = 270_000.0
+def _two_stages(read: tuple[str, float], state: tuple[int, float], rows: float,
+                **kw: Any) -> MetricsSnapshot:  # fmt: skip
+    """The reference job's two stages with other costs: ``read`` (name, task-s per record) on 8
+    source partitions, ``state`` (partitions, task-s per record), over ``rows`` records."""
+    (read_name, read_cost), (partitions, state_cost) = read, state
     stages = (
-        StageMetrics(
-            name="parse", kind="source", partitions=8, rows=rows, busy_seconds=rows * 9e-5
-        ),
-        StageMetrics(
-            name="counts",
-            kind="stateful",
-            partitions=8,
-            rows=rows,
-            busy_seconds=rows * 1e-5,
-            state_bytes=5e7,
-        ),
-    )
+        StageMetrics(name=read_name, kind="source", partitions=8, rows=rows,
+                     busy_seconds=rows * read_cost),
+        StageMetrics(name="counts", kind="stateful", partitions=partitions, rows=rows,
+                     busy_seconds=rows * state_cost, state_bytes=5e7),
+    )  # fmt: skip
     return snapshot(stages=stages, **kw)
+
+
+def state_heavy(**kw: Any) -> MetricsSnapshot:
+    """Nearly all the cost in the stateful stage (2e-4 task-s per record), the read stage free."""
+    return _two_stages(("source", 1e-6), (kw.get("partitions", 2), 2e-4), 300_000.0, **kw)
+
+
+def stateless_heavy(**kw: Any) -> MetricsSnapshot:
+    """Nearly all the cost in the read stage (9e-5 task-s per record against 1e-5)."""
+    return _two_stages(("parse", 9e-5), (8, 1e-5), 270_000.0, **kw)
 
 
 def check(case: Case) -> None:

@@ -24,6 +24,7 @@ from tests.unit.core.factories import (
     history,
     policy,
     snapshot,
+    state_heavy,
     stateless_heavy,
 )
 from tests.unit.core.test_cooldown import COOLDOWN_CASES
@@ -54,25 +55,6 @@ def _contended(*, arrival: float, executors: int, processed: float) -> MetricsSn
         processed_rate=processed,
         stages=stages,
     )
-
-
-def _state_heavy(**kw: Any) -> MetricsSnapshot:
-    """Nearly all the cost in the stateful stage (2e-4 task-s per record), the read stage free."""
-    rows = 300_000.0
-    stages = (
-        StageMetrics(
-            name="source", kind="source", partitions=8, rows=rows, busy_seconds=rows * 1e-6
-        ),
-        StageMetrics(
-            name="counts",
-            kind="stateful",
-            partitions=kw.get("partitions", 2),
-            rows=rows,
-            busy_seconds=rows * 2e-4,
-            state_bytes=5e7,
-        ),
-    )
-    return snapshot(stages=stages, **kw)
 
 
 def _skewed(*, partitions: int, executors: int) -> MetricsSnapshot:
@@ -291,7 +273,7 @@ CASES = [
     ),
     Case(
         "stateful stage at its cap, repartition disabled, nothing else helps: say so",
-        _state_heavy(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
+        state_heavy(arrival=20_000, executors=2, partitions=2, backlog=100_000, age=10),
         (HOLD, Reason.PARTITION_BOUND_NO_REPARTITION, None, None),
         policy=policy(partitions={"repartition": False}),
         diagnosis=BottleneckKind.STATE_PARTITIONS,

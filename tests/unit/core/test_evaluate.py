@@ -148,7 +148,8 @@ def test_evaluate_records_what_record_does(case: Case) -> None:
     d = decide(case.observed, case.policy, ScalingHistory(), NOW)
     done = d if ev.acted else d.model_copy(update={"enforced": False})
     expected = record(
-        ScalingHistory(), done, NOW, rate_before=case.observed.processed_rate, limits=case.limits
+        ScalingHistory(), done, NOW, rate_before=case.observed.processed_rate,
+        executors_before=case.observed.executors, limits=case.limits,
     )
     assert ev.history.entries == expected.entries
     learned = ev.decision.reason not in COST_UNLEARNED
