@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from contracts.history import ScalingHistory
+from controller.core.reasons import RESTARTING_ACTIONS
 from controller.core.snapshot import MetricsSnapshot, StageKind
 
 _PSEUDO_STAGE = "job"
@@ -307,11 +308,6 @@ def sized_layouts(
         if lay.executors <= step and model.utilization(required, lay) <= high
     ]
     return sorted({*under_high, *at_target}, key=lambda lay: (lay.executors, lay.restart))
-
-
-RESTARTING_ACTIONS = frozenset({"repartition", "recover"})
-"""History actions (``Action`` values) that restart the query, so its state spreads over every
-executor it starts with."""
 
 
 def state_holders(history: ScalingHistory, executors: int) -> int | None:

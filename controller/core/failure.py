@@ -19,10 +19,7 @@ from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import failure_evidence
 from controller.core.inflight import overdue
 from controller.core.inputs import Inputs
-from controller.core.reasons import Action, BottleneckKind, Reason
-
-RESTARTING_ACTIONS = (Action.REPARTITION.value, Action.RECOVER.value)
-"""Actions that stop the query: a window taken soon after them still describes the old layout."""
+from controller.core.reasons import RESTARTING_ACTIONS, Action, BottleneckKind, Reason
 
 
 def restart_in_flight(x: Inputs) -> Decision | None:

@@ -29,9 +29,8 @@ from contracts.history import HistoryEntry
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.cooldown import SCALE_OUT_REASONS, cooldown
 from controller.core.decision import Decision, Diagnosis, Sizing
-from controller.core.failure import RESTARTING_ACTIONS
 from controller.core.inputs import Inputs
-from controller.core.reasons import Action, BottleneckKind, Reason
+from controller.core.reasons import RESTARTING_ACTIONS, Action, BottleneckKind, Reason
 from controller.core.sizing import Demand, Plan, ceiling, drain_seconds
 
 FLIP_BACKOFF = 1.0

@@ -23,6 +23,12 @@ class Action(StrEnum):
     """Restart a failed job from its latest checkpoint with enough capacity to catch up."""
 
 
+RESTARTING_ACTIONS = frozenset({Action.REPARTITION.value, Action.RECOVER.value})
+"""Actions (as recorded in the history) that stop the query and start it again: a window taken
+soon after them still describes the old layout, and the state spreads over the executors they
+start with."""
+
+
 class BottleneckKind(StrEnum):
     """Why a stage limits the job."""
 
