@@ -159,14 +159,7 @@ class JobRunner(RunnerActions):
         fails the start (the checkpoint is then in an unknown state: no query may run on it)."""
         assert self.spark is not None
         loc, old, t0 = self.spec.checkpoint.location, self.partitions, time.monotonic()
-        once = self.starter.start(self.spark, once=True)
-        if not once.awaitTermination(self.options.first_commit_timeout):
-            once.stop()
-            raise TimeoutError(f"the batch before repartitioning to {n} did not finish in "
-                               f"{self.options.first_commit_timeout:g} s")
-        if once.exception() is not None:
-            raise RuntimeError(f"the batch before repartitioning to {n} failed: "
-                               f"{first_line(once.exception() or '')}")
+        once = self._run_one_batch(f"the batch before repartitioning to {n}")
         with self._progress:
             self.last_committed_batch = state.inspect(loc).last_committed_batch
         try:
@@ -250,28 +243,44 @@ class JobRunner(RunnerActions):
         would instead drain the whole backlog at the old capacity: measured 100 s under a
         6 M-record backlog, the very moment a scale-out is needed.)
         """
-        q = self.query
-        assert q is not None and self.spark is not None
-        deadline = time.monotonic() + gap_wait
-        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.002)
-        q.stop()
-        info = state.inspect(self.spec.checkpoint.location)
+        assert self.spark is not None
+        info = self._stop_in_gap(gap_wait)
         if info.uncommitted_batch is not None:
             log.info("stop caught a batch in flight; draining it", batch=info.uncommitted_batch)
-            drain = self.starter.start(self.spark, once=True)
-            self.query = drain
-            finished = drain.awaitTermination(self.options.first_commit_timeout)
-            if not finished:
-                drain.stop()
-                raise TimeoutError("draining the batch in flight did not finish in time")
-            if drain.exception() is not None:
-                raise RuntimeError(f"draining failed: {first_line(drain.exception() or '')}")
+            self._run_one_batch(f"draining batch {info.uncommitted_batch} (in flight at the stop)",
+                                track=True)
             info = state.inspect(self.spec.checkpoint.location)
             if info.uncommitted_batch is not None:
                 raise RuntimeError(f"batch {info.uncommitted_batch} still uncommitted after drain")
         with self._progress:
             self.last_committed_batch = info.last_committed_batch
+
+    def _stop_in_gap(self, gap_wait: float) -> state.CheckpointInfo:
+        """Stop the query, in a gap between triggers (``isTriggerActive`` False) if one comes
+        within ``gap_wait`` s; what the checkpoint then holds (a batch in flight, if caught)."""
+        q = self.query
+        assert q is not None
+        deadline = time.monotonic() + gap_wait
+        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.002)
+        q.stop()
+        return state.inspect(self.spec.checkpoint.location)
+
+    def _run_one_batch(self, what: str, track: bool = False) -> Any:
+        """A one-batch (``once``) run on the checkpoint: it replays the batch in flight from the
+        offsets log (or runs the next one) and ends on a batch boundary. Raises, naming ``what``,
+        when it does not finish within ``first_commit_timeout`` or fails. ``track``: it is the
+        runner's query meanwhile (what ``/status`` and a stop see)."""
+        assert self.spark is not None
+        once = self.starter.start(self.spark, once=True)
+        if track:
+            self.query = once
+        if not once.awaitTermination(self.options.first_commit_timeout):
+            once.stop()
+            raise TimeoutError(f"{what} did not finish in {self.options.first_commit_timeout:g} s")
+        if once.exception() is not None:
+            raise RuntimeError(f"{what} failed: {first_line(once.exception() or '')}")
+        return once
 
     def _stop_for_restart(self, gap_wait: float = 2.0) -> int | None:
         """Stop for a restart on the same checkpoint layout (same state partitions); the batch
@@ -284,13 +293,7 @@ class JobRunner(RunnerActions):
         overload, on executors the restart is meant to relieve — and start a query twice:
         measured 15-17 s of stop at half a core against ~3.5 s of steady batch.
         """
-        q = self.query
-        assert q is not None
-        deadline = time.monotonic() + gap_wait
-        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.002)
-        q.stop()
-        info = state.inspect(self.spec.checkpoint.location)
+        info = self._stop_in_gap(gap_wait)
         with self._progress:
             self.last_committed_batch = info.last_committed_batch
         if info.uncommitted_batch is not None:
