@@ -23,5 +23,6 @@ hack/lint.sh
 # Fast tiers first, so a broken core fails in seconds; then real components; then end to end.
 # tests/integration/node (the test bed's real node) builds stream-autoscaler:dev itself through
 # hack/image/build.sh (cached: ~1 s when nothing changed) and imports it into the node.
-"$VENV/bin/python" -m pytest --timeout=1800 -p no:cacheprovider \
+# --durations: the slowest tests by name, beside the per-tier times (where to cut the budget).
+"$VENV/bin/python" -m pytest --timeout=1800 --durations=20 -p no:cacheprovider \
   tests/unit tests/fuzz tests/integration tests/e2e "$@"
