@@ -27,20 +27,11 @@ from pydantic import ValidationError
 from contracts.manifests import error_lines
 from contracts.policy import ScalingPolicy, ScalingPolicySpec
 from contracts.runner_api import Phase
-from contracts.streamjob import CLUSTER_CONTEXT, ActionIntent, StreamJob
+from contracts.streamjob import CLUSTER_CONTEXT, StreamJob
 from controller.adapters.prometheus import SnapshotSource
 from controller.adapters.promql import Window
 from controller.adapters.runner_client import RunnerClient
-from controller.core import (
-    Action,
-    Decision,
-    MetricsSnapshot,
-    action_entry,
-    evaluate,
-    log_fields,
-)
-from controller.core.failure import recover
-from controller.core.inputs import Inputs
+from controller.core import Action, Decision, MetricsSnapshot, action_entry, evaluate, log_fields
 from controller.errors import ControllerError
 from controller.kube import resources
 from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
@@ -48,6 +39,7 @@ from controller.kube.api import KubeApi, NotFound
 from controller.kube.attach import secret_problem, url_problem
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.network_policy import network_policy
+from controller.kube.recovery import recovery_from_status, restored_layout
 from controller.kube.settings import FINALIZER, ControllerSettings
 from controller.kube.status import StatusDraft
 
@@ -458,43 +450,6 @@ class Reconciler:
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def restored_layout(
-    intent: ActionIntent | None, recovery: Decision | None, executors: int
-) -> tuple[int, int | None]:
-    """The executors and state partitions a new driver pod starts with. A recovery restores
-    the layout it was sized for -- the one just decided for a vanished pod (when enforced), or
-    ours in flight (its intent) -- and a new count of state partitions is the runner's to set
-    before its query starts (``runner --state-partitions``); otherwise ``executors`` on the
-    checkpoint's partitions (None)."""
-    if recovery is not None and recovery.enforced and recovery.target_executors is not None:
-        return recovery.target_executors, recovery.target_partitions
-    if intent is not None and intent.action == Action.RECOVER.value:
-        return executors, intent.target_partitions
-    return executors, None
-
-
-def recovery_from_status(
-    draft: StatusDraft, policy: ScalingPolicySpec, job: str, pod: str
-) -> Decision:
-    """The engine's recovery (``controller.core.failure.recover``) for a driver pod that is
-    gone: what status last observed (arrival rate, backlog and its age, executors) stands for
-    the job's last snapshot, with the driver down; the history says what each executor
-    delivered. Sized to drain the backlog plus what arrives during the restart within
-    ``lag.catchUpSeconds``; with nothing measured yet, the last size. The decision says the
-    pod ``pod`` is gone, not that a driver does not answer."""
-    doc = draft.doc
-    execs = doc.get("executors") or {}
-    snap = MetricsSnapshot(
-        job=job, observed_at=draft.now, driver_up=False,
-        arrival_rate=doc.get("inputRate"), processed_rate=doc.get("processedRate"),
-        backlog_records=doc.get("backlogRecords"), backlog_age_seconds=doc.get("lagSeconds"),
-        executors=execs.get("current"), target_executors=execs.get("target"),
-        last_committed_batch=doc.get("lastCommittedBatch"),
-    )
-    gone = f"driver pod {pod} is gone (deleted, evicted or its node lost)"
-    return recover(Inputs(snap, policy, draft.history(), draft.now), (gone,))
 
 
 def _problems(model: type[StreamJob] | type[ScalingPolicy], e: ValidationError) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from contracts.manifests import load_policy
 from contracts.policy import ScalingPolicySpec
 from controller.core import Action
-from controller.kube.reconciler import recovery_from_status
+from controller.kube.recovery import recovery_from_status, restored_layout
 from controller.kube.status import StatusDraft
 from tests.realcomponents import REPO
 
@@ -75,7 +75,6 @@ def test_the_new_driver_restores_with_the_state_partitions_the_recovery_was_size
     driver left, then repartitions, before its query starts)."""
     from contracts.streamjob import ActionIntent, StreamJob
     from controller.kube import resources
-    from controller.kube.reconciler import restored_layout
     from controller.kube.settings import ManagedSettings
     from tests.unit.kube.test_status_and_resources import JOB
 

@@ -1,0 +1,54 @@
+"""A managed job's driver pod that is gone: the engine's recovery, sized from status, and the
+layout the new driver pod starts with.
+
+The reconciler recreates a vanished driver pod (deleted, evicted, its node lost). With no runner
+to ask, what status last observed stands for the job's last snapshot
+(:func:`recovery_from_status`), and the new pod restores the layout the recovery was sized for
+(:func:`restored_layout`), state partitions included (``runner --state-partitions``).
+"""
+
+from __future__ import annotations
+
+from contracts.policy import ScalingPolicySpec
+from contracts.streamjob import ActionIntent
+from controller.core import Action, Decision, MetricsSnapshot
+from controller.core.failure import recover
+from controller.core.inputs import Inputs
+from controller.kube.status import StatusDraft
+
+
+def restored_layout(
+    intent: ActionIntent | None, recovery: Decision | None, executors: int
+) -> tuple[int, int | None]:
+    """The executors and state partitions a new driver pod starts with. A recovery restores
+    the layout it was sized for -- the one just decided for a vanished pod (when enforced), or
+    ours in flight (its intent) -- and a new count of state partitions is the runner's to set
+    before its query starts (``runner --state-partitions``); otherwise ``executors`` on the
+    checkpoint's partitions (None)."""
+    if recovery is not None and recovery.enforced and recovery.target_executors is not None:
+        return recovery.target_executors, recovery.target_partitions
+    if intent is not None and intent.action == Action.RECOVER.value:
+        return executors, intent.target_partitions
+    return executors, None
+
+
+def recovery_from_status(
+    draft: StatusDraft, policy: ScalingPolicySpec, job: str, pod: str
+) -> Decision:
+    """The engine's recovery (``controller.core.failure.recover``) for a driver pod that is
+    gone: what status last observed (arrival rate, backlog and its age, executors) stands for
+    the job's last snapshot, with the driver down; the history says what each executor
+    delivered. Sized to drain the backlog plus what arrives during the restart within
+    ``lag.catchUpSeconds``; with nothing measured yet, the last size. The decision says the
+    pod ``pod`` is gone, not that a driver does not answer."""
+    doc = draft.doc
+    execs = doc.get("executors") or {}
+    snap = MetricsSnapshot(
+        job=job, observed_at=draft.now, driver_up=False,
+        arrival_rate=doc.get("inputRate"), processed_rate=doc.get("processedRate"),
+        backlog_records=doc.get("backlogRecords"), backlog_age_seconds=doc.get("lagSeconds"),
+        executors=execs.get("current"), target_executors=execs.get("target"),
+        last_committed_batch=doc.get("lastCommittedBatch"),
+    )
+    gone = f"driver pod {pod} is gone (deleted, evicted or its node lost)"
+    return recover(Inputs(snap, policy, draft.history(), draft.now), (gone,))
