@@ -53,12 +53,17 @@ pod is killed in the first burst after the scale-in: on a loaded machine the con
 on the second burst only (seen in CI: the first action came 206 s after the first batch), and
 the story still holds. The tail keeps records arriving after any recovery, so "a batch after
 the restart" always has data to commit (in CI a kill in the last burst recovered after the
-trace had ended: nothing arrived, no batch could follow, and the test waited for none)."""
+trace had ended: nothing arrived, no batch could follow, and the test waited for none). The
+story ends once the recovered job has caught up, wherever the trace is."""
 
 MAX_RECORDS_PER_BATCH = 200_000
 """The job's admission cap, as every sample sets one (Spark's maxOffsetsPerTrigger for Kafka):
 a bound on one batch (~7 s for one 0.5-CPU executor, which processed ~30,000 records/s here),
 far above what arrives in one trigger at the bursts' rates (25,000/s x 2 s), so it never binds."""
+
+CAUGHT_UP_SECONDS = 6.0
+"""A backlog no older than this (three 2 s triggers) is caught up: what waits is the batch in
+flight and the next."""
 
 POLICY = policy("pods")
 
@@ -151,10 +156,13 @@ def test_burst_story_on_real_pods(
                    lambda: (runner_status(story).rates.arrival_rows_per_second or 0) > 4000,
                    420, every=2)
         kill_driver_and_recover(story, figures)
-        # the end of the trace: everything drained, then stop at a batch boundary
-        story.wait("the backlog drained after the trace ended", lambda: (
-            lambda r: r.backlog.records == 0 and r.rates.arrival_rows_per_second == 0)(
-                runner_status(story)), 600, every=2)
+        # the recovered job catches up, then stops at a batch boundary: the verifier checks
+        # what the checkpoint committed, wherever the trace is (its tail is slack for a slow
+        # machine, not something to wait for: ~400 s of the tier's time)
+        story.wait("caught up after the recovery", lambda: (
+            lambda r: r.backlog.records == 0 or (r.backlog.age_seconds is not None
+                                                 and r.backlog.age_seconds <= CAUGHT_UP_SECONDS)
+        )(runner_status(story)), 300, every=2)
         figures["table"] = kubectl("get", "streamjobs", "-n", ns).stdout
         kubectl("delete", "sj", JOB, "-n", ns, "--timeout=180s")
         story.mark("StreamJob deleted (stopped at a batch boundary)")
