@@ -91,7 +91,8 @@ class RunnerActuator:
                 client.set_executors(d.target_executors)
                 client.wait_idle()
             if d.action is Action.REPARTITION and d.target_partitions is not None:
-                client.repartition(d.target_partitions)
+                client.repartition(d.target_partitions,
+                                   max_records_per_batch=d.max_records_per_batch)
                 last = client.wait_idle()
                 if last is not None and last.state == ActionState.FAILED:
                     raise RuntimeError(f"repartition failed: {last.error}")
@@ -100,7 +101,8 @@ class RunnerActuator:
         self.runner.kill()  # whatever is left of the old driver
         # more state partitions: the runner finishes the batch the old driver left in flight,
         # then repartitions, before its query starts (an offline rewrite refuses that batch)
-        self.runner.start(executors=d.target_executors, state_partitions=d.target_partitions)
+        self.runner.start(executors=d.target_executors, state_partitions=d.target_partitions,
+                          max_records_per_batch=d.max_records_per_batch)
         self.recovered_at.append(time.time() - self.t0)
 
 

@@ -72,6 +72,9 @@ its action instead of starting it again (a controller has at most one action in 
 so 16 covers many restarts)."""
 ACTION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
 MAX_PARTITIONS = 4096
+MAX_RECORDS_PER_BATCH = 1_000_000_000
+"""The largest admission cap a request may set (records per micro-batch), as the burst source's
+``maxRecordsPerBatch`` allows."""
 
 
 class Route(StrEnum):
@@ -195,10 +198,15 @@ class ExecutorsRequest(_Request):
 
 
 class RepartitionRequest(_Request):
-    """``POST /repartition``: the state partitions to repartition to (equal = a restart)."""
+    """``POST /repartition``: the state partitions to repartition to (equal = a restart), and
+    optionally the admission cap of the query it starts again."""
 
     kind: ClassVar[ActionKind] = ActionKind.REPARTITION
     partitions: int = Field(strict=True, ge=1, le=MAX_PARTITIONS)
+    max_records_per_batch: int | None = Field(
+        default=None, alias="maxRecordsPerBatch", strict=True, ge=1, le=MAX_RECORDS_PER_BATCH,
+        description="Records per micro-batch for the resumed query (the source's rate limit, "
+        "the lower of this and the job's own); absent = the job's own.")
 
 
 class StopRequest(_Request):
@@ -224,6 +232,8 @@ def _message(field: str, error_type: str, max_executors: int | None = None) -> s
     if field == "actionId":
         return "actionId: a string" if error_type == "string_type" else (
             "actionId: 1-64 characters of [A-Za-z0-9._-]")
+    if field == "maxRecordsPerBatch":
+        return f"maxRecordsPerBatch: an integer in 1..{MAX_RECORDS_PER_BATCH}"
     if field == "target":
         if max_executors is None:
             return "target: an integer >= 0"
@@ -409,6 +419,9 @@ class RunnerStatus(WireModel):
     stateful_tasks_by_executor: dict[str, int] | None = Field(
         default=None, alias="statefulTasksByExecutor")
     last_error: str | None = Field(default=None, alias="lastError")
+    max_records_per_batch: int | None = Field(default=None, alias="maxRecordsPerBatch")
+    """The admission cap the controller set on the running query (records per micro-batch: a
+    repartition's or a recovery's); None = the job's own."""
     action: ActionRecord | None = None
     """The action in progress."""
     last_action: ActionRecord | None = Field(default=None, alias="lastAction")

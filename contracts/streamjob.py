@@ -412,6 +412,11 @@ class ActionIntent(Model):
     action: str
     target_executors: int | None = None
     target_partitions: int | None = None
+    max_records_per_batch: int | None = Field(
+        default=None,
+        description="Admission cap of the query a repartition or recovery starts (records per "
+        "micro-batch); None = the job's own.",
+    )
     started_at: float = Field(description="Unix time (s).")
 
 

@@ -235,6 +235,8 @@ class RunnerActions:
                 finally:
                     action.timings["repartition"] = time.monotonic() - t0
             from_batch = self._committed()
+            # the resumed query's source rate limit (absent: the job's own)
+            self.max_records_per_batch = action.params.get("max_records_per_batch")
             self._start_query()
             resumed = True
             # request -> running again: what the engine's next restart estimate learns from
@@ -273,6 +275,8 @@ class RunnerActions:
         def _start_query(self) -> None: ...
         def _committed(self) -> int: ...
         def _wait_commit_after(self, batch: int) -> None: ...
+
+        max_records_per_batch: int | None
 
 def first_line(e: BaseException | str) -> str:
     """The first meaningful line of an error (Py4J errors start with boilerplate)."""

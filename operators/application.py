@@ -19,6 +19,10 @@ it scalable is done around it, in this module only:
   (``spec.checkpoint.location``, durable, so it can be stopped, repartitioned and resumed) and
   the job's trigger, a name if it has none, and is handed to the runner; the script goes on to
   its ``awaitTermination()``;
+* ``DataStreamReader.load()`` is wrapped: after a restart the controller capped (a repartition
+  or a recovery, :mod:`controller.core.admission`), a Kafka reader gets ``maxOffsetsPerTrigger``
+  (the lower of the cap and the script's own), so what piled up while the job was down does not
+  land in one giant batch; other readers are left as written;
 * ``SparkSession.stop()`` from the script is ignored (the session is the runner's); so is the
   end of the script after its query stopped: a repartition or a recovery stops the query at a
   batch boundary, the script's ``awaitTermination()`` returns, the script ends, and the runner
@@ -91,7 +95,11 @@ class QueryStarter(Protocol):
 
     label: str
 
-    def start(self, spark: SparkSession, *, once: bool = False) -> StreamingQuery: ...
+    def start(self, spark: SparkSession, *, once: bool = False,
+              max_records_per_batch: int | None = None) -> StreamingQuery:
+        """Start the job's query; ``max_records_per_batch``: the admission cap the controller
+        set with a restart (the source's rate limit, the lower of it and the job's own)."""
+        ...
 
     def failure(self) -> str | None: ...
 
@@ -132,10 +140,15 @@ class PipelineStarter:
         self.job = job
         self.label = f"pipeline {job.metadata.name}"
 
-    def start(self, spark: SparkSession, *, once: bool = False) -> StreamingQuery:
+    def start(self, spark: SparkSession, *, once: bool = False,
+              max_records_per_batch: int | None = None) -> StreamingQuery:
         from operators.job import build_query
+        from operators.sources import capped
 
-        writer = build_query(spark, self.job.spec, query_name=self.job.metadata.name)
+        spec = self.job.spec
+        if max_records_per_batch is not None and spec.source is not None:
+            spec = spec.model_copy(update={"source": capped(spec.source, max_records_per_batch)})
+        writer = build_query(spark, spec, query_name=self.job.metadata.name)
         if once:
             writer = writer.trigger(once=True)
         return writer.start()
@@ -157,6 +170,8 @@ class _Run:
     """One run of the user's code: what it started, how it ended."""
 
     once: bool
+    max_records_per_batch: int | None = None
+    """The admission cap for the query this run starts (set on its Kafka or burst reader)."""
     started: threading.Event = field(default_factory=threading.Event)
     ended: threading.Event = field(default_factory=threading.Event)
     query: StreamingQuery | None = None
@@ -215,10 +230,12 @@ class ApplicationStarter:
         after the first ``start()``); None while all is well."""
         return self._failure
 
-    def start(self, spark: SparkSession, *, once: bool = False) -> StreamingQuery:
-        """Run the user's code until its streaming query starts; return that query."""
+    def start(self, spark: SparkSession, *, once: bool = False,
+              max_records_per_batch: int | None = None) -> StreamingQuery:
+        """Run the user's code until its streaming query starts; return that query.
+        ``max_records_per_batch``: set on the script's reader (its own cap, if lower, stays)."""
         _install_hooks()
-        run = _Run(once=once)
+        run = _Run(once=once, max_records_per_batch=max_records_per_batch)
         self._run = run
         if self.app.script is not None:
             thread = threading.Thread(target=self._run_script, args=(run,), daemon=True,
@@ -389,7 +406,7 @@ def _install_hooks() -> None:
         if _installed:
             return
         from pyspark.sql import SparkSession
-        from pyspark.sql.streaming import DataStreamWriter
+        from pyspark.sql.streaming import DataStreamReader, DataStreamWriter
 
         def record_option(orig: Callable[..., Any]) -> Callable[..., Any]:
             def option(self: Any, key: str, value: Any) -> Any:
@@ -440,6 +457,27 @@ def _install_hooks() -> None:
                 orig(self)
             return stop
 
+        def record_format(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def format(self: Any, source: str) -> Any:
+                self.__dict__["_sa_format"] = source
+                return orig(self, source)
+            return format
+
+        def hook_load(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def load(self: Any, path: Any = None, format: Any = None,
+                     *args: Any, **kwargs: Any) -> Any:
+                run = _BOUND.run
+                if run is not None and run.max_records_per_batch is not None:
+                    _cap_reader(self, format or self.__dict__.get("_sa_format"),
+                                run.max_records_per_batch, kwargs)
+                return orig(self, path, format, *args, **kwargs)
+            return load
+
+        dsr: Any = DataStreamReader
+        dsr.option = record_option(dsr.option)
+        dsr.options = record_options(dsr.options)
+        dsr.format = record_format(dsr.format)
+        dsr.load = hook_load(dsr.load)
         dsw: Any = DataStreamWriter
         dsw.option = record_option(dsw.option)
         dsw.options = record_options(dsw.options)
@@ -450,6 +488,28 @@ def _install_hooks() -> None:
         session: Any = SparkSession
         session.stop = hook_stop(session.stop)
         _installed = True
+
+
+def _cap_reader(reader: Any, fmt: str | None, cap: int, load_options: dict[str, Any]) -> None:
+    """Set the admission cap on the user's reader of ``format(fmt)``: the lower of it and the
+    script's own (an ``option()`` before, or a ``load()`` keyword); a format without a record
+    cap (files, rate) is read as the script wrote it."""
+    from operators.sources import read_cap_option
+
+    name = read_cap_option(fmt)
+    if name is None:
+        log.info("the admission cap does not apply to this source", format=fmt, cap=cap)
+        return
+    given = {k.lower(): k for k in load_options}
+    own = (load_options[given[name.lower()]] if name.lower() in given
+           else reader.__dict__.get("_sa_options", {}).get(name.lower()))
+    value = cap if own is None else min(cap, int(float(own)))
+    if name.lower() in given:
+        load_options[given[name.lower()]] = str(value)
+    else:
+        reader.option(name, str(value))
+    log.info("admission cap set on the application's reader", format=fmt, option=name,
+             value=value, script_value=own)
 
 
 # --- where in the user's code ----------------------------------------------------------------

@@ -28,8 +28,26 @@ from typing import Any
 
 from contracts.api import GROUP_VERSION
 from contracts.manifests import ManifestError, load_job, validate
-from contracts.runner_api import CONTROL_PORT, MAX_PARTITIONS, METRICS_PORT, Phase, StopRequest
+from contracts.runner_api import (
+    CONTROL_PORT,
+    MAX_PARTITIONS,
+    MAX_RECORDS_PER_BATCH,
+    METRICS_PORT,
+    Phase,
+    StopRequest,
+)
 from contracts.streamjob import MAX_JOB_NAME, StreamJob
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer in 1..MAX_RECORDS_PER_BATCH, or a clear error."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 1 <= n <= MAX_RECORDS_PER_BATCH:
+        raise argparse.ArgumentTypeError(f"{n} is not in 1..{MAX_RECORDS_PER_BATCH}")
+    return n
 
 
 def _runner_parser() -> argparse.ArgumentParser:
@@ -58,6 +76,10 @@ def _runner_parser() -> argparse.ArgumentParser:
                    help="resume at N state partitions: a checkpoint with another count is "
                         "repartitioned (after one batch at its own count, with rollback) before "
                         "the query starts; how a recovery restores with more capacity")
+    p.add_argument("--max-records-per-batch", type=_positive_int, metavar="N",
+                   help="cap the query's micro-batches at N records (the source's rate limit, "
+                        "the lower of N and the job's own; a recovery's admission cap, so what "
+                        "piled up while the job was down does not land in one batch)")
     p.add_argument("--workers", type=int, help="mini-cluster workers (default: max executors)")
     p.add_argument("--token", help="bearer token (prefer the env var or a token file)")
     p.add_argument("--token-file", help="token file; created with a new token if absent "
@@ -112,7 +134,8 @@ def runner_main(argv: list[str]) -> int:
             max_executors = args.max_executors or workers
         runner = JobRunner(job, RunnerOptions(master=master, max_executors=max_executors,
                                               executors=initial,
-                                              state_partitions=args.state_partitions))
+                                              state_partitions=args.state_partitions,
+                                              max_records_per_batch=args.max_records_per_batch))
         signals = [0]
 
         def on_signal(*_: Any) -> None:

@@ -64,6 +64,9 @@ class RunnerOptions:
     state_partitions: int | None = None
     """Resume at this many state partitions (a recovery with more capacity); None = as the
     checkpoint has them (:meth:`JobRunner._repartition_at_start`)."""
+    max_records_per_batch: int | None = None
+    """Admission cap of the query (records per micro-batch; the lower of it and the job's own):
+    a recovery's, so the outage's pile drains in batches the SLO allows; None = the job's."""
     scale_timeout: float = 120.0
     first_commit_timeout: float = 180.0
 
@@ -91,6 +94,9 @@ class JobRunner(RunnerActions):
         self.resumed_from_batch: int | None = None
         self.last_error: str | None = None
         self.file_sink: str | None = None
+        self.max_records_per_batch = self.options.max_records_per_batch
+        """The controller's admission cap for the running query (None: the job's own); a
+        repartition sets the next query's."""
         self._init_actions()
         self._lock = threading.RLock()
         self._stopped = threading.Event()
@@ -220,6 +226,7 @@ class JobRunner(RunnerActions):
             stages=m.get("stages"),
             stateful_tasks_by_executor=m.get("stateful_tasks_by_executor"),
             last_error=self.last_error,
+            max_records_per_batch=self.max_records_per_batch,
             action=self.action, last_action=self.last_action,
             recent_actions=list(self.recent_actions),
         )
@@ -229,7 +236,8 @@ class JobRunner(RunnerActions):
     def _start_query(self) -> None:
         assert self.spark is not None
         self._query_started_at = time.time()
-        self.query = self.starter.start(self.spark)
+        self.query = self.starter.start(self.spark,
+                                        max_records_per_batch=self.max_records_per_batch)
         self.query_id = str(self.query.id)
         self.file_sink = state.file_sink_path(self.query)  # a repartition logs its batch there
 

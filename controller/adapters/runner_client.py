@@ -96,8 +96,15 @@ class RunnerClient:
     def set_executors(self, target: int, action_id: str | None = None) -> ActionAnswer:
         return self.submit(_request(ActionKind.EXECUTORS, target, action_id))
 
-    def repartition(self, partitions: int, action_id: str | None = None) -> ActionAnswer:
-        return self.submit(_request(ActionKind.REPARTITION, partitions, action_id))
+    def repartition(
+        self, partitions: int, action_id: str | None = None,
+        max_records_per_batch: int | None = None,
+    ) -> ActionAnswer:
+        """Repartition to ``partitions`` (equal: a restart); the resumed query's batches read at
+        most ``max_records_per_batch`` records (None: the job's own cap)."""
+        extra = {} if max_records_per_batch is None else {
+            "maxRecordsPerBatch": max_records_per_batch}
+        return self.submit(_request(ActionKind.REPARTITION, partitions, action_id, extra))
 
     def stop(self, action_id: str | None = None) -> ActionAnswer:
         return self.submit(_request(ActionKind.STOP, None, action_id))
@@ -113,11 +120,13 @@ class RunnerClient:
         raise RunnerUnavailable(f"{self.base_url}: action still running after {timeout:g} s")
 
 
-def _request(kind: ActionKind, value: int | None, action_id: str | None) -> ActionRequest:
+def _request(kind: ActionKind, value: int | None, action_id: str | None,
+             extra: dict[str, Any] | None = None) -> ActionRequest:
     """The request model, checked as the runner checks it: a value it would refuse with 400 is
     refused here the same way (RunnerRefused), without a round trip."""
     param = PARAM_OF[kind]
     body: dict[str, Any] = {} if param is None else {param: value}
+    body.update(extra or {})
     if action_id:
         body["actionId"] = action_id
     try:

@@ -55,6 +55,11 @@ class Decision(Model):
     target_partitions: int | None = Field(
         default=None, description="State partitions to run with (count)."
     )
+    max_records_per_batch: int | None = Field(
+        default=None,
+        description="Admission cap for the query a repartition or recovery starts: records per "
+        "micro-batch (controller.core.admission); None = the source's own.",
+    )
     enforced: bool = Field(
         default=True, description="False in recommend mode: reported, not carried out."
     )

@@ -21,7 +21,10 @@ The pipeline, in order (each step may end in a hold that says why):
    scale-out); scale-outs that did not help stay blocked for a while, for that kind of move only
    (Dhalion's blacklist); one that helped less than modelled has later gains credited only the
    share it delivered (:func:`~controller.core.guards.observed_gain_share`, Flink's
-   scalability coefficient).
+   scalability coefficient);
+5. a repartition or recovery caps the batches of the query it starts
+   (:mod:`~controller.core.admission`), so what piled up while the job was down drains in batches
+   the SLO allows instead of one giant batch.
 
 Every threshold is a policy field (:mod:`contracts.policy`) except
 :data:`~controller.core.sizing.WORTHWHILE_SHARE`, the capacity model's wall-time fit
@@ -31,7 +34,8 @@ Every threshold is a policy field (:mod:`contracts.policy`) except
 (:data:`~controller.core.taskcost.MIN_SAMPLES`, :data:`~controller.core.taskcost.MIN_SPREAD`,
 :data:`~controller.core.taskcost.MIN_FIXED_SHARE`,
 :data:`~controller.core.capacity.MAX_FIXED_SHARE`) and the scale-in flip back-off
-(:data:`~controller.core.guards.FLIP_BACKOFF`, :data:`~controller.core.guards.FLIP_MEMORY`),
+(:data:`~controller.core.guards.FLIP_BACKOFF`, :data:`~controller.core.guards.FLIP_MEMORY`)
+and the admission cap's batch length (:data:`~controller.core.admission.ADMISSION_BATCH_TRIGGERS`),
 documented where they are declared.
 """
 

@@ -7,14 +7,17 @@ Two steps of ``decide`` live here, both about a job that is not simply running:
 - :func:`recover` (second, when :func:`~controller.core.diagnosis.failure_evidence` finds the
   driver down, or no commit for ``diagnosis.noProgressSeconds`` that no batch in flight
   explains): restart from the checkpoint with enough executors (and state partitions) to catch
-  up -- recovery as scale-out. A long batch in flight is never a failure
-  (:mod:`~controller.core.inflight`).
+  up -- recovery as scale-out -- with the new query's batches capped
+  (:mod:`~controller.core.admission`) so the outage's pile does not land in one batch. A long
+  batch in flight is never a failure (:mod:`~controller.core.inflight`).
 """
 
 from __future__ import annotations
 
 import math
 
+from controller.core.admission import admission_cap, admission_cap_from_rate, described
+from controller.core.capacity import CapacityModel
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import failure_evidence
 from controller.core.inflight import overdue
@@ -109,13 +112,20 @@ def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
             pol.partitions.max,
         )
         partitions = want if want > cur_p else None
+    # the pile of the outage lands in the new query's first batch unless the source caps it
+    model = CapacityModel.from_snapshot(s, pol.lag.slo_seconds)
+    cap = admission_cap(x, model, partitions or cur_p) if model is not None else None
+    if cap is None:
+        cap = admission_cap_from_rate(x, per_exec)
     return Decision(
         action=Action.RECOVER,
         reason=Reason.RECOVER_FAILURE,
         message=f"{'; '.join(found)}: restart from the latest checkpoint with {n} "
-        f"executor(s){f' and {partitions} state partitions' if partitions else ''}; {note}",
+        f"executor(s){f' and {partitions} state partitions' if partitions else ''}; {note}"
+        f"{described(cap, x)}",
         target_executors=n,
         target_partitions=partitions,
+        max_records_per_batch=cap,
         enforced=x.enforced,
         diagnosis=diagnosis,
         sizing=Sizing(required_rate=required, recommended_executors=n, catching_up=True),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from contracts.history import HistoryEntry
+from controller.core.admission import admission_cap, described
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.cooldown import SCALE_OUT_REASONS, cooldown
 from controller.core.decision import Decision, Diagnosis, Sizing
@@ -337,13 +338,16 @@ def scale_out(
         action, reason = Action.SCALE, Reason.SCALE_OUT
         move = f"scale out {n_cur} -> {target} executors"
     note = f"; {plan.limit[1]}" if plan.limit else ""
+    cap = admission_cap(x, model, partitions) if action is Action.REPARTITION else None
     return Decision(
         action=action,
         reason=reason,
         message=f"{move}: {need}; {target} sustain "
-        f"{sizing.target_capacity_rate or 0:,.0f} at {pol.utilization.target:.0%}{note}",
+        f"{sizing.target_capacity_rate or 0:,.0f} at {pol.utilization.target:.0%}{note}"
+        f"{described(cap, x)}",
         target_executors=target,
         target_partitions=partitions,
+        max_records_per_batch=cap,
         enforced=x.enforced,
         diagnosis=diagnosis,
         sizing=sizing,

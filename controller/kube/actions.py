@@ -68,6 +68,7 @@ class Actions:
             action=d.action.value,
             target_executors=d.target_executors,
             target_partitions=d.target_partitions,
+            max_records_per_batch=d.max_records_per_batch,
             started_at=draft.now,
         )
         draft.set_intent(intent)
@@ -138,7 +139,7 @@ class Actions:
                     if kind == ActionKind.EXECUTORS:
                         client.set_executors(value, step_id)
                     else:
-                        client.repartition(value, step_id)
+                        client.repartition(value, step_id, intent.max_records_per_batch)
                 except (RunnerRefused, RunnerUnavailable) as e:
                     if refusal_ends or age >= self.settings.intent_timeout_seconds:
                         if history_before is not None:
@@ -199,7 +200,8 @@ def steps(intent: ActionIntent) -> list[tuple[str, ActionKind, int]]:
     ``scale``       ``executors`` under the intent's id
     ``repartition`` ``executors`` under ``<id>-x`` when the executors change too (they
                     register while the query runs), then ``repartition`` under the id (stop
-                    at a batch boundary, repartition onto them, resume)
+                    at a batch boundary, repartition onto them, resume with the intent's
+                    ``maxRecordsPerBatch``, the admission cap)
     ``recover``     none: the driver pod is restarted (``Actions.recover``)
     ==============  =======================================================================
 

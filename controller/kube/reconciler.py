@@ -251,8 +251,9 @@ class Reconciler:
         ):
             # the driver pod vanished (deleted, evicted, its node lost) with no recovery of ours
             # in flight: recovery as scale-out, sized by the engine to drain the outage
-            recovery = recovery_from_status(draft, policy, key[1], names.driver)
-        executors, partitions = restored_layout(intent, recovery, executors)
+            recovery = recovery_from_status(draft, policy, key[1], names.driver,
+                                            job.spec.trigger.interval_seconds)
+        executors, partitions, cap = restored_layout(intent, recovery, executors)
         manifest = resources.runner_manifest(job, names, s, executors)
         want = resources.config_map(obj, manifest, s)
         cm = self.api.ensure("ConfigMap", key[0], want)
@@ -274,7 +275,7 @@ class Reconciler:
                 self.api.ensure(
                     "Pod", key[0],
                     resources.driver_pod(obj, job, s, executors, policy.executors.max,
-                                         partitions),
+                                         partitions, cap),
                 )
             except ApiException as e:
                 if e.status not in (403, 422):

@@ -4,10 +4,13 @@ layout the new driver pod starts with.
 The reconciler recreates a vanished driver pod (deleted, evicted, its node lost). With no runner
 to ask, what status last observed stands for the job's last snapshot
 (:func:`recovery_from_status`), and the new pod restores the layout the recovery was sized for
-(:func:`restored_layout`), state partitions included (``runner --state-partitions``).
+(:func:`restored_layout`), state partitions included (``runner --state-partitions``), its
+batches capped (``runner --max-records-per-batch``, :mod:`controller.core.admission`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from contracts.policy import ScalingPolicySpec
 from contracts.streamjob import ActionIntent
@@ -17,30 +20,43 @@ from controller.core.inputs import Inputs
 from controller.kube.status import StatusDraft
 
 
+class Restore(NamedTuple):
+    """What a new driver pod starts with."""
+
+    executors: int
+    partitions: int | None
+    """State partitions to repartition to before the query starts; None = the checkpoint's."""
+    max_records_per_batch: int | None = None
+    """The recovery's admission cap; None = the job's own."""
+
+
 def restored_layout(
     intent: ActionIntent | None, recovery: Decision | None, executors: int
-) -> tuple[int, int | None]:
-    """The executors and state partitions a new driver pod starts with. A recovery restores
-    the layout it was sized for -- the one just decided for a vanished pod (when enforced), or
-    ours in flight (its intent) -- and a new count of state partitions is the runner's to set
-    before its query starts (``runner --state-partitions``); otherwise ``executors`` on the
-    checkpoint's partitions (None)."""
+) -> Restore:
+    """The executors, state partitions and admission cap a new driver pod starts with. A
+    recovery restores the layout it was sized for -- the one just decided for a vanished pod
+    (when enforced), or ours in flight (its intent) -- and a new count of state partitions is
+    the runner's to set before its query starts (``runner --state-partitions``), as is the cap
+    (``--max-records-per-batch``); otherwise ``executors`` on the checkpoint's partitions."""
     if recovery is not None and recovery.enforced and recovery.target_executors is not None:
-        return recovery.target_executors, recovery.target_partitions
+        return Restore(recovery.target_executors, recovery.target_partitions,
+                       recovery.max_records_per_batch)
     if intent is not None and intent.action == Action.RECOVER.value:
-        return executors, intent.target_partitions
-    return executors, None
+        return Restore(executors, intent.target_partitions, intent.max_records_per_batch)
+    return Restore(executors, None)
 
 
 def recovery_from_status(
-    draft: StatusDraft, policy: ScalingPolicySpec, job: str, pod: str
+    draft: StatusDraft, policy: ScalingPolicySpec, job: str, pod: str,
+    trigger_seconds: float | None = None,
 ) -> Decision:
     """The engine's recovery (``controller.core.failure.recover``) for a driver pod that is
     gone: what status last observed (arrival rate, backlog and its age, executors) stands for
     the job's last snapshot, with the driver down; the history says what each executor
     delivered. Sized to drain the backlog plus what arrives during the restart within
     ``lag.catchUpSeconds``; with nothing measured yet, the last size. The decision says the
-    pod ``pod`` is gone, not that a driver does not answer."""
+    pod ``pod`` is gone, not that a driver does not answer. ``trigger_seconds``: the job's
+    trigger (its manifest's), which the admission cap's batch length derives from."""
     doc = draft.doc
     execs = doc.get("executors") or {}
     snap = MetricsSnapshot(
@@ -49,6 +65,7 @@ def recovery_from_status(
         backlog_records=doc.get("backlogRecords"), backlog_age_seconds=doc.get("lagSeconds"),
         executors=execs.get("current"), target_executors=execs.get("target"),
         last_committed_batch=doc.get("lastCommittedBatch"),
+        trigger_interval_seconds=trigger_seconds,
     )
     gone = f"driver pod {pod} is gone (deleted, evicted or its node lost)"
     return recover(Inputs(snap, policy, draft.history(), draft.now), (gone,))

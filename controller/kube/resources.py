@@ -334,11 +334,12 @@ def service(obj: Obj, s: ManagedSettings) -> Obj:
 
 def driver_pod(
     obj: Obj, job: StreamJob, s: ManagedSettings, executors: int, max_executors: int,
-    state_partitions: int | None = None,
+    state_partitions: int | None = None, max_records_per_batch: int | None = None,
 ) -> Obj:
     """The driver: ``stream-autoscaler runner`` in Spark-on-Kubernetes mode. ``state_partitions``:
     a recovery that restores with more state partitions (``runner --state-partitions``: the
-    runner repartitions the checkpoint before its query starts)."""
+    runner repartitions the checkpoint before its query starts); ``max_records_per_batch``: the
+    recovery's admission cap (``runner --max-records-per-batch``)."""
     names = Names.of(obj)
     meta = object_meta(obj, names.driver, "driver")
     meta["labels"]["spark-role"] = "driver"
@@ -380,6 +381,8 @@ def driver_pod(
                         "--max-executors", str(max_executors),
                         *(["--state-partitions", str(state_partitions)]
                           if state_partitions is not None else []),
+                        *(["--max-records-per-batch", str(max_records_per_batch)]
+                          if max_records_per_batch is not None else []),
                     ],
                     "env": [
                         {

@@ -46,10 +46,12 @@ class RunnerProcess:
             self.token_file.read_text(encoding="utf-8").strip(),
         )
 
-    def start(self, executors: int | None = None,
-              state_partitions: int | None = None) -> dict[str, Any]:  # fmt: skip
+    def start(self, executors: int | None = None, state_partitions: int | None = None,
+              max_records_per_batch: int | None = None) -> dict[str, Any]:  # fmt: skip
         """Starts the runner and waits for its ready file; returns it. ``state_partitions``:
-        resume at that many (``runner --state-partitions``, a recovery with more capacity)."""
+        resume at that many (``runner --state-partitions``, a recovery with more capacity);
+        ``max_records_per_batch``: the recovery's admission cap (``runner
+        --max-records-per-batch``)."""
         if executors is not None:
             self.executors = executors
         self.starts += 1
@@ -66,6 +68,8 @@ class RunnerProcess:
             "--token-file", str(self.token_file),
             "--ready-file", str(ready),
             *(["--state-partitions", str(state_partitions)] if state_partitions else []),
+            *(["--max-records-per-batch", str(max_records_per_batch)]
+              if max_records_per_batch else []),
         ]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         log.close()

@@ -22,6 +22,8 @@ class Command:
     executors: int
     partitions: int | None = None
     reason: str = ""
+    max_records_per_batch: int | None = None
+    """Admission cap for the query a restart or recovery starts (records per batch)."""
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,8 @@ class SimulatedJob:
         """Request to running again, of the last restart: what the runner reports."""
         self.counters = JobCounters()
         self._oldest = 0.0
+        self.admission: int | None = None
+        """Records per batch the controller capped the running query at (None: uncapped)."""
 
     # --- what the metrics see ----------------------------------------------------------------
 
@@ -168,11 +170,13 @@ class SimulatedJob:
             del self.ready[n:]
         self.holders = min(self.holders, self.live())
 
-    def restart(self, executors: int, partitions: int) -> None:
+    def restart(self, executors: int, partitions: int, admission: int | None = None) -> None:
         """Stop at the next batch boundary, repartition to ``partitions``, resume on
-        ``executors``."""
+        ``executors``; the resumed query's batches read at most ``admission`` records (None: the
+        model's own cap), like the runner's source rate limit, read when a query starts."""
         if not self.driver_up or self.resume_at is not None:
             return
+        self.admission = admission
         self.stopping = (executors, partitions)
         self.restart_requested_at = self.t
         if executors > len(self.ready):  # new executors register while the batch finishes
@@ -199,10 +203,12 @@ class SimulatedJob:
         self.holders = 0
         self.counters.failures.append(self.t)
 
-    def recover(self, executors: int, partitions: int) -> None:
-        """Start a new driver from the checkpoint with ``executors`` and ``partitions``."""
+    def recover(self, executors: int, partitions: int, admission: int | None = None) -> None:
+        """Start a new driver from the checkpoint with ``executors`` and ``partitions``, its
+        batches capped at ``admission`` records (None: the model's own cap)."""
         if self.driver_up:
             return
+        self.admission = admission
         self.driver_up = True
         self.scale(executors)
         self._schedule_resume(executors, partitions)
@@ -275,11 +281,8 @@ class SimulatedJob:
             if live == 0 and self.ready:
                 self.next_start = max(self.next_start, min(self.ready))
             return
-        n = (
-            available
-            if m.max_records_per_batch is None
-            else min(available, m.max_records_per_batch)
-        )
+        caps = [c for c in (m.max_records_per_batch, self.admission) if c is not None]
+        n = min([available, *caps])
         slots = live * m.cores_per_executor
         state_slots = min(self.holders, live) * m.cores_per_executor
         runs = []

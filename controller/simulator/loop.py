@@ -63,7 +63,13 @@ class EngineAutoscaler:
         executors = d.target_executors if d.target_executors is not None else cur.executors
         parts = d.target_partitions if d.target_partitions is not None else cur.partitions
         kind = {Action.SCALE: "scale", Action.REPARTITION: "restart", Action.RECOVER: "recover"}
-        return Command(kind[d.action], executors, parts, reason=d.reason.value)  # type: ignore[arg-type]
+        return Command(
+            kind[d.action],  # type: ignore[arg-type]
+            executors,
+            parts,
+            reason=d.reason.value,
+            max_records_per_batch=d.max_records_per_batch,
+        )
 
 
 @dataclass(frozen=True)
@@ -181,7 +187,7 @@ def _apply(job: SimulatedJob, cmd: Command, cur: Current) -> Current:
         job.scale(cmd.executors)
         return Current(cmd.executors, cur.partitions)
     if cmd.action == "restart":
-        job.restart(cmd.executors, parts)
+        job.restart(cmd.executors, parts, cmd.max_records_per_batch)
     else:
-        job.recover(cmd.executors, parts)
+        job.recover(cmd.executors, parts, cmd.max_records_per_batch)
     return Current(cmd.executors, parts)

@@ -35,8 +35,8 @@ ADAPTERS: dict[type, SourceAdapter[Any]] = {
 }
 """The adapter of each manifest source model."""
 
-__all__ = ["ADAPTERS", "SourceError", "adapter_for", "register", "source_dataframe",
-           "source_partitions", "uses_kafka"]
+__all__ = ["ADAPTERS", "SourceError", "adapter_for", "capped", "read_cap_option", "register",
+           "source_dataframe", "source_partitions", "uses_kafka"]
 
 
 def adapter_for(source: object) -> SourceAdapter[Any]:
@@ -83,3 +83,20 @@ def uses_kafka(spec: object) -> bool:
                 if isinstance(op, JoinOp)]
     reads = any(getattr(ADAPTERS.get(type(s)), "uses_kafka", False) for s in sources)
     return reads or getattr(getattr(spec, "sink", None), "type", "") == "kafka"
+
+
+def capped(source: Source, records: int | None) -> Source:
+    """``source`` with its micro-batches reading at most ``records`` (the lower of it and the
+    manifest's own cap); unchanged when ``records`` is None or the source cannot count them."""
+    name = adapter_for(source).cap_field
+    if records is None or name is None:
+        return source
+    own = getattr(source, name)
+    return source.model_copy(update={name: records if own is None else min(own, records)})
+
+
+def read_cap_option(fmt: str | None) -> str | None:
+    """The ``spark.readStream`` option that caps a micro-batch's records for ``format(fmt)``
+    (``kafka``: ``maxOffsetsPerTrigger``), or None."""
+    options = {a.cap_option[0]: a.cap_option[1] for a in ADAPTERS.values() if a.cap_option}
+    return options.get((fmt or "").lower())

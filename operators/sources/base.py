@@ -52,6 +52,13 @@ class SourceAdapter(Protocol[S_contra]):
 
     uses_kafka: bool
     """Whether reading it needs Spark's Kafka connector on ``spark.jars``."""
+    cap_field: str | None
+    """The manifest field that caps the records a micro-batch reads (the admission cap the
+    controller sets on a restart, :mod:`controller.core.admission`); None when the source's
+    rate limit does not count records (a file source counts files)."""
+    cap_option: tuple[str, str] | None
+    """``(format, option)``: the same cap as a ``spark.readStream`` option, for the user's own
+    code; None when there is none."""
 
     def dataframe(
         self,

@@ -86,6 +86,8 @@ class BurstAdapter:
     """:class:`operators.sources.base.SourceAdapter` of :class:`BurstSource`."""
 
     uses_kafka = False
+    cap_field = "max_records_per_batch"
+    cap_option = ("burst", "max_records_per_batch")
 
     def dataframe(
         self,

@@ -52,6 +52,8 @@ class FileAdapter:
     replay."""
 
     uses_kafka = False
+    cap_field = None  # maxFilesPerTrigger counts files, not records
+    cap_option = None
 
     def dataframe(
         self,

@@ -283,6 +283,8 @@ class KafkaAdapter:
     """:class:`operators.sources.base.SourceAdapter` of :class:`KafkaSource`."""
 
     uses_kafka = True
+    cap_field = "max_offsets_per_trigger"
+    cap_option = ("kafka", "maxOffsetsPerTrigger")
 
     def dataframe(
         self,

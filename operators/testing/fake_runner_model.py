@@ -105,6 +105,8 @@ class FakeJob:
         c = self.config
         self.executors = self.target = c.initial_executors
         self.partitions = c.state_partitions
+        self.max_records_per_batch: int | None = None
+        """The admission cap the last repartition set (reported, as the runner does)."""
         self.last_progress = self.now
 
     def advance(self, now: float) -> None:
@@ -165,6 +167,7 @@ class FakeJob:
             self.executors = self.target = a.params["target"]
         elif a.kind == ActionKind.REPARTITION:
             self.partitions = a.params["partitions"]
+            self.max_records_per_batch = a.params.get("max_records_per_batch")
         a.state, a.finished_at = ActionState.SUCCEEDED, self.action_due
         a.timings["total"] = self.action_due - a.started_at
         self.phase = Phase.STOPPED if a.kind == ActionKind.STOP else Phase.RUNNING
@@ -221,6 +224,7 @@ class FakeJob:
             backlog=BacklogStatus(records=self.backlog, age_seconds=self.backlog_age()),
             batch_duration_seconds=c.overhead_seconds + self.last_processed_rate
             * c.trigger_seconds * self.per_record_seconds(),
+            max_records_per_batch=self.max_records_per_batch,
             action=self.action, last_action=self.last_action, recent_actions=list(self.recent),
         )
 

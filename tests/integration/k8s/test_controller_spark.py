@@ -126,6 +126,10 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
         scrape_controller(spark_job, second)
         wait_for("the repartition to finish", lambda: "intent" not in status(kubectl, ns, name),
                  timeout=240)
+        # the engine's admission cap went with the intent to the runner's resumed query
+        cap = intent.get("maxRecordsPerBatch")
+        assert isinstance(cap, int) and cap > 0, intent
+        assert runner.client.status().max_records_per_batch == cap
         recent = runner.client.status().recent_actions
         ids = [a.id for a in recent]
         assert ids.count(intent["actionId"]) == 1, recent

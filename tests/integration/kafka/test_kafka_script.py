@@ -30,6 +30,9 @@ SCRIPT = REPO / "examples" / "pyspark" / "kafka_windowed_wordcount.py"
 # The load follows its trace until the restarted job has committed steady batches, whatever the
 # machine's speed (the actions take ~60 s on a fast machine, ~90 s on a slow one); this bounds it.
 LOAD_SECONDS = 300
+CAP = 4_000
+"""The admission cap the repartition and the recovery set: above the 2,000 records/s steady
+load, below what piles up while the query is down (~10 s of it)."""
 
 
 def _job(tmp: Path, bootstrap: str, topic: str) -> tuple[Path, Path, Path]:
@@ -106,9 +109,11 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
         print("kafka script: scale 1->2", json.dumps(up.timings))
         assert up.state == "succeeded", up
 
-        rep = _action(runner, runner.client.repartition(3))
+        # the resumed query's reader gets maxOffsetsPerTrigger (the script sets none)
+        rep = _action(runner, runner.client.repartition(3, max_records_per_batch=CAP))
         print("kafka script: repartition 4->3", json.dumps(rep.timings), rep.result)
         assert rep.state == "succeeded", rep
+        assert runner.client.status().max_records_per_batch == CAP
 
         down = _action(runner, runner.client.set_executors(1))
         print("kafka script: scale 2->1", json.dumps(down.timings), down.result)
@@ -118,9 +123,10 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
         before = runner.client.status().last_committed_batch or 0
         runner.kill()
         t_kill = time.monotonic()
-        runner.start(executors=1)
+        runner.start(executors=1, max_records_per_batch=CAP)
         st = _wait(runner, lambda s: (s.last_committed_batch or -1) > before + 1, 180,
                    "batches after the restart")
+        assert st.max_records_per_batch == CAP
         print(f"kafka script: driver kill -> batch {st.last_committed_batch} in "
               f"{time.monotonic() - t_kill:.1f} s, resumed from {st.resumed_from_batch}")
         assert st.partitions == 3 and st.resumed_from_batch is not None
@@ -139,7 +145,26 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
     from operators import state
 
     assert state.inspect(str(cp)).partitions == 3
+    sizes = _records_per_batch(cp, rep.result["repartition_batch"])
+    print("kafka script: records per batch after the capped repartition", sizes)
+    assert sizes and max(sizes.values()) <= CAP, sizes
+    assert max(sizes.values()) >= 0.9 * CAP, sizes  # the pile of each restart was capped
     check_windows(spark, broker, topic, out, stats["s"].records)
+
+
+def _records_per_batch(cp: Path, after: int) -> dict[int, int]:
+    """Records each batch after ``after`` read, from the Kafka offsets in the offsets log."""
+    from operators import state
+
+    out: dict[int, int] = {}
+    prev = None
+    for b in state.checkpoint.batches(cp / "offsets"):
+        _, sources = state.checkpoint.read_offsets(cp, b)
+        total = sum(int(o) for parts in sources[0].values() for o in parts.values())
+        if prev is not None and b > after:
+            out[b] = total - prev
+        prev = total
+    return out
 
 
 def _scrape(runner: RunnerProcess) -> str:

@@ -35,6 +35,24 @@ def _batches_after(runner: Any, batch: int, n: int = 2) -> dict[str, Any]:
                        f"{n} batches after {batch}")
 
 
+def _records_per_batch(cp: Path, after: int) -> dict[int, int]:
+    """Records each batch after ``after`` read, from the burst source's offsets log."""
+    out: dict[int, int] = {}
+    prev = None
+    for b in state.checkpoint.batches(cp / "offsets"):
+        _, sources = state.checkpoint.read_offsets(cp, b)
+        offset = int(sources[0]["offset"])
+        if prev is not None and b > after:
+            out[b] = offset - prev
+        prev = offset
+    return out
+
+
+CAP = 1_500
+"""An admission cap below the 2,000 records/s the job's source delivers: every batch the resumed
+query plans reads it exactly, as long as the pile of its downtime lasts."""
+
+
 def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, local_spark):
     job = write_job(tmp_path / "job", partitions=4)
     r = start_runner(job)
@@ -82,9 +100,17 @@ def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, loca
         st = _batches_after(r, act["result"]["repartition_batch"], 1)
         assert st["partitions"] == n and st["phase"] == "Running"
 
-    # Same count: a restart at a batch boundary, no repartition.
-    act = r.action("/repartition", {"partitions": 2})
+    # Same count: a restart at a batch boundary, no repartition, and the resumed query's
+    # batches capped (the controller's admission cap): what piled up while it was down drains
+    # in batches of at most CAP records instead of one.
+    act = r.action("/repartition", {"partitions": 2, "maxRecordsPerBatch": CAP})
     assert act["state"] == "succeeded" and "repartition_batch" not in act["result"]
+    planned = max(act["result"]["batch"], act["result"].get("replays_batch") or -1)
+    st = _batches_after(r, planned, 3)
+    assert st["maxRecordsPerBatch"] == CAP
+    capped = _records_per_batch(tmp_path / "job" / "cp", planned)
+    print("batches after the capped restart", capped)
+    assert capped and max(capped.values()) == CAP and min(capped.values()) > 0, capped
     # how long the job was down, exported for the engine's next restart estimate
     down = act["timings"]["resumed"]
     assert act["timings"]["stop"] <= down <= act["timings"]["first_commit"], act["timings"]
@@ -125,14 +151,24 @@ def test_failed_repartition_rolls_back_and_killed_driver_recovers_with_more_part
     before = st["lastCommittedBatch"]
     r.kill()
     t0 = time.monotonic()
-    r2 = start_runner(["--job", str(job), "--state-partitions", "6"])
+    r2 = start_runner(["--job", str(job), "--state-partitions", "6",
+                       "--max-records-per-batch", str(CAP)])
     st = _batches_after(r2, before, 3)
     print(f"recovered at 6 state partitions: kill -> {st['lastCommittedBatch'] - before} "
           f"batches in {time.monotonic() - t0:.1f} s, resumed from {st['resumedFromBatch']}")
     assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
     assert st["partitions"] == 6 and st["lastError"] is None, st
+    assert st["maxRecordsPerBatch"] == CAP
     last = max(state.checkpoint.batches(cp / "offsets"))
     assert state.partitions_of(cp, last) == 6
+    # the new query's batches are capped: those after the repartition's own batch (before it,
+    # the batch the killed driver left is replayed as planned, by a one-batch run)
+    rewritten = min(b for b in state.checkpoint.batches(cp / "offsets")
+                    if state.partitions_of(cp, b) == 6)
+    st = _batches_after(r2, rewritten, 3)
+    capped = _records_per_batch(cp, rewritten)
+    print("batches after the capped recovery", capped)
+    assert capped and max(capped.values()) == CAP, capped
     assert r2.stop() == 0
     result = _verify(job, local_spark)
     print("exactly-once after kill:", result.keys_checked, "keys", result.records)

@@ -50,6 +50,7 @@ STATUS: dict[str, Any] = {
                 "tasks_by_executor": {"1": 8}, "name": "counts"}],
     "statefulTasksByExecutor": {"1": 8},
     "lastError": None,
+    "maxRecordsPerBatch": 40000,
     "action": None,
     "lastAction": ACTION,
     "recentActions": [ACTION],
@@ -98,6 +99,10 @@ REFUSALS = [
      "partitions: an integer in 1..4096"),
     ("too many partitions", "repartition", {"partitions": 4097}, "partitions",
      "partitions: an integer in 1..4096"),
+    ("zero cap", "repartition", {"partitions": 2, "maxRecordsPerBatch": 0}, "maxRecordsPerBatch",
+     "maxRecordsPerBatch: an integer in 1..1000000000"),
+    ("string cap", "repartition", {"partitions": 2, "maxRecordsPerBatch": "9"},
+     "maxRecordsPerBatch", "maxRecordsPerBatch: an integer in 1..1000000000"),
     ("numeric actionId", "stop", {"actionId": 7}, "actionId", "actionId: a string"),
     ("actionId with a space", "executors", {"target": 1, "actionId": "a b"}, "actionId",
      "actionId: 1-64 characters of [A-Za-z0-9._-]"),
@@ -123,6 +128,9 @@ def test_requests_parse_and_serialize() -> None:
     assert req == ExecutorsRequest(target=3, action_id="u-1.x") and req.kind is ActionKind.EXECUTORS
     assert req.body() == {"target": 3, "actionId": "u-1.x"}
     assert parse_request(ActionKind.REPARTITION, {"partitions": 8}).body() == {"partitions": 8}
+    capped = parse_request("repartition", {"partitions": 8, "maxRecordsPerBatch": 40_000})
+    assert isinstance(capped, RepartitionRequest) and capped.max_records_per_batch == 40_000
+    assert capped.body() == {"partitions": 8, "maxRecordsPerBatch": 40_000}
     assert parse_request("stop", {}) == StopRequest()
     assert RepartitionRequest(partitions=4096).partitions == 4096
     # without the runner's ceiling only the sign is checked; the runner checks the rest

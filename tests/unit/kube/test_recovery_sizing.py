@@ -82,16 +82,16 @@ def test_the_new_driver_restores_with_the_state_partitions_the_recovery_was_size
     n = d.target_executors or 0
     assert n > 2 and d.target_partitions == n, (n, d.target_partitions)
     assert f"with {n} executor(s) and {n} state partitions" in d.message, d.message
-    assert restored_layout(None, d, 2) == (n, n)
+    assert restored_layout(None, d, 2) == (n, n, None)  # no trigger known: no cap
     # decided by the engine earlier and in flight (the pod was deleted by us): its intent
     ours = ActionIntent(action_id="r", action="recover", target_executors=n,
-                        target_partitions=n, started_at=NOW)
-    assert restored_layout(ours, None, n) == (n, n)
+                        target_partitions=n, max_records_per_batch=5_000, started_at=NOW)
+    assert restored_layout(ours, None, n) == (n, n, 5_000)
     scale = ActionIntent(action_id="s", action="scale", target_executors=4, started_at=NOW)
-    assert restored_layout(scale, None, 4) == (4, None)
+    assert restored_layout(scale, None, 4) == (4, None, None)
     observe = recovery_from_status(draft(status(REPARTITIONED)),
                                    POLICY.model_copy(update={"mode": "recommend"}), "wc", DRIVER)
-    assert restored_layout(None, observe, 2) == (2, None)
+    assert restored_layout(None, observe, 2) == (2, None, None)
 
     job = StreamJob.model_validate({k: v for k, v in JOB.items() if k != "status"})
     args = resources.driver_pod(JOB, job, ManagedSettings(), n, 8, n)["spec"]["containers"][0][
@@ -100,3 +100,28 @@ def test_the_new_driver_restores_with_the_state_partitions_the_recovery_was_size
     plain = resources.driver_pod(JOB, job, ManagedSettings(), 2, 8)["spec"]["containers"][0][
         "args"]
     assert "--state-partitions" not in plain
+
+
+def test_the_new_driver_caps_the_batches_that_drain_the_outage() -> None:
+    """What piled up while the driver was gone would land in the new query's first batch: the
+    recovery caps it (controller.core.admission) at what ``executors.max`` process in two of the
+    job's triggers, from the expected rate in the history (status has no stage metrics), and the
+    new driver pod passes it to its runner (``--max-records-per-batch``)."""
+    from contracts.streamjob import StreamJob
+    from controller.core.admission import ADMISSION_BATCH_TRIGGERS
+    from controller.kube import resources
+    from controller.kube.settings import ManagedSettings
+    from tests.unit.kube.test_status_and_resources import JOB
+
+    d = recovery_from_status(draft(status(SCALED)), POLICY, "wc", DRIVER, trigger_seconds=2.0)
+    full = 8_000.0 / 2 / POLICY.utilization.target  # records/s per executor at full use
+    want = math.ceil(full * POLICY.executors.max * min(ADMISSION_BATCH_TRIGGERS * 2.0, 15.0))
+    assert d.max_records_per_batch == want, (d.max_records_per_batch, want)
+    assert f"batches capped at {want:,} records" in d.message, d.message
+    restore = restored_layout(None, d, 2)
+    assert restore.max_records_per_batch == want
+    job = StreamJob.model_validate({k: v for k, v in JOB.items() if k != "status"})
+    pod = resources.driver_pod(JOB, job, ManagedSettings(), restore.executors, 8,
+                               restore.partitions, restore.max_records_per_batch)
+    args = pod["spec"]["containers"][0]["args"]
+    assert args[args.index("--max-records-per-batch") + 1] == str(want)

@@ -177,3 +177,26 @@ def test_snapshot_noise_is_seeded() -> None:
     a = build_snapshot(j, 40, 30, Noise(0.1, 3))
     b = build_snapshot(j, 40, 30, Noise(0.1, 3))
     assert a == b and a.processed_rate != pytest.approx(10_000, rel=1e-6)
+
+
+@pytest.mark.parametrize("how", ["restart", "recover"])
+def test_an_admission_cap_splits_the_pile_a_restart_finds(how: str) -> None:
+    """What piled up while the job was down lands in one batch, unless the command that
+    restarted it set a cap (records per batch), as the runner's source rate limit does."""
+    pile: dict[int | None, list[float]] = {}
+    for cap in (None, 20_000):
+        j = job()
+        j.advance(30.5)
+        if how == "restart":
+            j.restart(2, 2, cap)
+        else:
+            j.kill_driver()
+            j.advance(60)
+            j.recover(2, 2, cap)
+        j.advance(150)
+        resumed = j.counters.resumed[-1] if how == "restart" else 60
+        pile[cap] = [b.records for b in j.batches if b.start >= resumed]
+        assert j.conservation_error() < 1e-6
+    assert pile[None][0] > 50_000  # the downtime's arrivals in one batch
+    assert max(pile[20_000]) == pytest.approx(20_000)  # capped, drained in several
+    assert pile[20_000][:3] == pytest.approx([20_000] * 3)

@@ -1,0 +1,115 @@
+"""The admission cap a restart or recovery sets for the query it starts (controller.core.admission).
+
+The reference job (factories): trigger 1 s, SLO 30 s, so a capped batch lasts
+ADMISSION_BATCH_TRIGGERS (2) triggers at executors.max (8 by default): the cap is the records
+8 executors process in 2 s at full use, after the restart's layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from contracts.history import HistoryEntry, ScalingHistory
+from controller.core import Action, Reason, decide
+from controller.core.admission import ADMISSION_BATCH_TRIGGERS, admission_cap
+from controller.core.capacity import CapacityModel, Layout
+from controller.core.inputs import Inputs
+from tests.unit.core.factories import NOW, policy, snapshot, state_heavy, stateless_heavy
+
+SCALED_IN_PLACE = ScalingHistory(
+    entries=(
+        HistoryEntry(time=NOW - 200, kind="action", action="scale", executors=4,
+                     executors_before=2),
+    )
+)  # fmt: skip
+RECOMMENDED = ScalingHistory(
+    entries=(
+        HistoryEntry(time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000),
+    )
+)
+
+
+def _full_rate_at_max(snap: object, partitions: int, executors_max: int = 8) -> float:
+    model = CapacityModel.from_snapshot(snap, 30.0)  # type: ignore[arg-type]
+    assert model is not None
+    return replace(model, gain_share=1.0).capacity(Layout(executors_max, partitions, True))
+
+
+def test_a_repartition_caps_the_batches_of_the_query_it_starts() -> None:
+    snap = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=50_000, age=12)
+    d = decide(snap, policy(), SCALED_IN_PLACE, NOW)
+    assert (d.action, d.reason) == (Action.REPARTITION, Reason.REPARTITION_OUT)
+    assert d.target_partitions == 4
+    # the model's tasks-per-wave rounding aside, 8 executors' full rate over two 1 s triggers
+    expected = _full_rate_at_max(snap, 4) * ADMISSION_BATCH_TRIGGERS * 1.0
+    assert d.max_records_per_batch == pytest.approx(expected, abs=1)
+    assert f"batches capped at {d.max_records_per_batch:,} records" in d.message
+    assert "executors.max=8" in d.message
+
+
+def test_the_cap_follows_executors_max_not_the_restart_size() -> None:
+    """A ceiling for any size the job may reach in place after the restart (executors.max at
+    the restart's partitions), so it never throttles a later in-place scale-out."""
+    snap = snapshot(arrival=20_000, executors=2)  # both stages on 8 partitions
+    model = CapacityModel.from_snapshot(snap, 30.0)
+    caps = {
+        n: admission_cap(Inputs(snap, policy(executors={"max": n}), ScalingHistory(), NOW),
+                         model, 8)
+        for n in (4, 8)
+    }  # fmt: skip
+    assert caps[4] and caps[8]
+    assert caps[8] == pytest.approx(2 * caps[4], rel=0.01)  # 8 slots against 4, one wave each
+
+
+def test_a_long_trigger_caps_at_the_slo_batch_budget() -> None:
+    """Two 10 s triggers would outlast the batch the 30 s SLO allows (15 s): the budget binds."""
+    base = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=50_000, age=12)
+    slow = base.model_copy(update={"trigger_interval_seconds": 10.0})
+    d = decide(slow, policy(), SCALED_IN_PLACE, NOW)
+    if d.action is not Action.REPARTITION:
+        pytest.fail(f"expected a repartition, got {d.summary()}")
+    model = CapacityModel.from_snapshot(slow, 30.0)
+    assert model is not None
+    rate = replace(model, gain_share=1.0).capacity(Layout(8, d.target_partitions, True))
+    assert d.max_records_per_batch == pytest.approx(rate * 15.0, abs=1)
+    assert "a 15 s batch" in d.message
+
+
+def test_an_in_place_scale_out_and_a_hold_set_no_cap() -> None:
+    """A source reads its rate limit when its query starts: only moves that start one carry it."""
+    out = decide(stateless_heavy(arrival=20_000, backlog=50_000, age=10), policy(),
+                 ScalingHistory(), NOW)
+    assert out.action is Action.SCALE and out.max_records_per_batch is None
+    hold = decide(snapshot(arrival=5_000, executors=1), policy(), ScalingHistory(), NOW)
+    assert hold.action is Action.HOLD and hold.max_records_per_batch is None
+    assert "capped" not in out.message + hold.message
+
+
+def test_a_recovery_caps_the_new_driver_from_the_last_window() -> None:
+    snap = snapshot(arrival=10_000, executors=2, driver_up=False, backlog=300_000, age=30)
+    d = decide(snap, policy(), RECOMMENDED, NOW)
+    assert d.action is Action.RECOVER
+    expected = _full_rate_at_max(snap, 8) * ADMISSION_BATCH_TRIGGERS
+    assert d.max_records_per_batch == pytest.approx(expected, abs=1)
+    assert "batches capped at" in d.message
+
+
+def test_a_recovery_without_stage_metrics_caps_from_the_expected_rate() -> None:
+    """The Kubernetes host's recovery snapshot comes from status, without stages: the last
+    recommendation's expected rate (12,000 records/s on 2 executors at the 70% target) scaled
+    to full use at executors.max, over two triggers."""
+    snap = snapshot(arrival=10_000, executors=2, driver_up=False, backlog=300_000, age=30,
+                    stages=())  # fmt: skip
+    d = decide(snap, policy(), RECOMMENDED, NOW)
+    assert d.action is Action.RECOVER
+    assert d.max_records_per_batch == pytest.approx(12_000 / 2 / 0.7 * 8 * 2.0, abs=1)
+
+
+def test_a_recovery_that_knows_no_cost_sets_no_cap() -> None:
+    snap = snapshot(arrival=5_000, driver_up=False, seconds_since_progress=None, stages=())
+    d = decide(snap, policy(), ScalingHistory(), NOW)
+    assert d.action is Action.RECOVER
+    assert d.max_records_per_batch is None
+    assert "capped" not in d.message
