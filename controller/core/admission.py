@@ -47,16 +47,20 @@ def _span(x: Inputs) -> float:
     return min(ADMISSION_BATCH_TRIGGERS * trigger, budget) if trigger > 0 else budget
 
 
+def _whole(records: float) -> int | None:
+    """A cap of whole records, or None when the rate behind it is unusable (0, inf, NaN)."""
+    if not math.isfinite(records) or records < 1:
+        return None
+    return math.ceil(records)
+
+
 def admission_cap(x: Inputs, model: CapacityModel | None, partitions: int | None) -> int | None:
     """Records per batch for the query a restart starts at ``partitions`` state partitions;
     None when the job's cost is unknown (the source's own cap, if any, stays)."""
     if model is None:
         return None
     reach = Layout(x.policy.executors.max, partitions or model.current_partitions, restart=True)
-    records = replace(model, gain_share=1.0).capacity(reach) * _span(x)
-    if not math.isfinite(records) or records < 1:
-        return None
-    return math.ceil(records)
+    return _whole(replace(model, gain_share=1.0).capacity(reach) * _span(x))
 
 
 def admission_cap_from_rate(x: Inputs, per_executor: float) -> int | None:
@@ -66,10 +70,7 @@ def admission_cap_from_rate(x: Inputs, per_executor: float) -> int | None:
     pol = x.policy
     if per_executor <= 0 or not x.snapshot.trigger_interval_seconds:
         return None
-    records = per_executor / pol.utilization.target * pol.executors.max * _span(x)
-    if not math.isfinite(records) or records < 1:
-        return None
-    return math.ceil(records)
+    return _whole(per_executor / pol.utilization.target * pol.executors.max * _span(x))
 
 
 def described(cap: int | None, x: Inputs) -> str:
