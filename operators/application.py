@@ -10,7 +10,8 @@ Usage (the runner; :func:`starter_for` picks the kind from the manifest)::
 
 A script runs as ``__main__`` on a thread of the runner, with ``sys.argv = [script, *args]``,
 exactly as ``spark-submit script.py args`` would run it. It does not know about us; what makes
-it scalable is done around it, in this module only:
+it scalable is done around it, in this module and its wrappers
+(:mod:`operators.application_hooks`) only:
 
 * ``SparkSession.builder.getOrCreate()`` returns the runner's session (Spark's own rule: an
   active session is reused; the builder's master and static settings are ignored, its runtime
@@ -53,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from contracts.streamjob import Application, StreamJob
+from operators.application_hooks import BOUND, install_hooks
 from operators.errors import OperatorsError
 
 if TYPE_CHECKING:
@@ -234,7 +236,7 @@ class ApplicationStarter:
               max_records_per_batch: int | None = None) -> StreamingQuery:
         """Run the user's code until its streaming query starts; return that query.
         ``max_records_per_batch``: set on the script's reader (its own cap, if lower, stays)."""
-        _install_hooks()
+        install_hooks()
         run = _Run(once=once, max_records_per_batch=max_records_per_batch)
         self._run = run
         if self.app.script is not None:
@@ -260,7 +262,7 @@ class ApplicationStarter:
 
     def _run_script(self, run: _Run) -> None:
         script = str(self.app.script)
-        _BOUND.starter, _BOUND.run = self, run
+        BOUND.starter, BOUND.run = self, run
         try:
             _ARGV.enter([script, *self.app.args])
             sys.path.insert(0, str(Path(script).resolve().parent))
@@ -277,7 +279,7 @@ class ApplicationStarter:
             _ARGV.leave()
             with contextlib.suppress(ValueError):
                 sys.path.remove(str(Path(script).resolve().parent))
-            _BOUND.starter = _BOUND.run = None
+            BOUND.starter = BOUND.run = None
             run.ended.set()
 
     def _call_module(self, spark: SparkSession, run: _Run) -> None:
@@ -286,7 +288,7 @@ class ApplicationStarter:
 
         target = str(self.app.module)
         mod_name, func_name = target.split(":", 1)
-        _BOUND.starter, _BOUND.run = self, run
+        BOUND.starter, BOUND.run = self, run
         try:
             try:
                 func: Callable[..., Any] = getattr(importlib.import_module(mod_name), func_name)
@@ -316,7 +318,7 @@ class ApplicationStarter:
         except Exception as e:  # the user's code
             run.error = ApplicationError(_where(None, e) or target, _first_line(e))
         finally:
-            _BOUND.starter = _BOUND.run = None
+            BOUND.starter = BOUND.run = None
             run.ended.set()
 
     def _fail(self, run: _Run, error: ApplicationError) -> None:
@@ -334,7 +336,7 @@ class ApplicationStarter:
     # called from the hooks, on the user's thread
 
     def _on_start(self, writer: Any, call: Callable[[], StreamingQuery]) -> StreamingQuery:
-        run = _BOUND.run
+        run = BOUND.run
         assert run is not None
         where = _caller(self.app.script) or self.label
         if run.query is not None:
@@ -383,133 +385,6 @@ class ApplicationStarter:
                 f"job's checkpoint {ours} is empty: point spec.checkpoint.location (runner "
                 f"--checkpoint) at {theirs} to resume it, or move it away"))
         log.warning("the job's checkpoint replaces the script's", script=theirs, job=ours)
-
-
-# --- the hooks -------------------------------------------------------------------------------
-
-
-class _Bound(threading.local):
-    starter: ApplicationStarter | None = None
-    run: _Run | None = None
-
-
-_BOUND = _Bound()
-_INSTALLED = threading.Lock()
-_installed = False
-
-
-def _install_hooks() -> None:
-    """Wrap ``DataStreamWriter``'s settings and ``start``, and ``SparkSession.stop``, once per
-    process. Outside the user's thread every wrapper is the original call."""
-    global _installed
-    with _INSTALLED:
-        if _installed:
-            return
-        from pyspark.sql import SparkSession
-        from pyspark.sql.streaming import DataStreamReader, DataStreamWriter
-
-        def record_option(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def option(self: Any, key: str, value: Any) -> Any:
-                self.__dict__.setdefault("_sa_options", {})[key.lower()] = str(value)
-                return orig(self, key, value)
-            return option
-
-        def record_options(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def options(self: Any, **opts: Any) -> Any:
-                rec = self.__dict__.setdefault("_sa_options", {})
-                rec.update({k.lower(): str(v) for k, v in opts.items()})
-                return orig(self, **opts)
-            return options
-
-        def record_name(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def queryName(self: Any, name: str) -> Any:
-                self.__dict__["_sa_named"] = True
-                return orig(self, name)
-            return queryName
-
-        def record_trigger(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def trigger(self: Any, *args: Any, **kwargs: Any) -> Any:
-                given = [k for k, v in kwargs.items() if v not in (None, False)]
-                self.__dict__["_sa_trigger"] = given[0] if given else "processingTime"
-                return orig(self, *args, **kwargs)
-            return trigger
-
-        def hook_start(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def start(self: Any, *args: Any, **kwargs: Any) -> Any:
-                starter = _BOUND.starter
-                if starter is None:
-                    return orig(self, *args, **kwargs)
-                if kwargs.get("queryName"):
-                    self.__dict__["_sa_named"] = True
-                opts = {k.lower(): str(v) for k, v in kwargs.items()
-                        if k not in ("path", "format", "outputMode", "partitionBy",
-                                     "queryName", "tableName")}
-                self.__dict__.setdefault("_sa_options", {}).update(opts)
-                return starter._on_start(self, lambda: orig(self, *args, **kwargs))
-            return start
-
-        def hook_stop(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def stop(self: Any) -> None:
-                if _BOUND.starter is not None:
-                    log.info("the application's spark.stop() is ignored: the session is the "
-                             "runner's", application=_BOUND.starter.label)
-                    return
-                orig(self)
-            return stop
-
-        def record_format(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def format(self: Any, source: str) -> Any:
-                self.__dict__["_sa_format"] = source
-                return orig(self, source)
-            return format
-
-        def hook_load(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def load(self: Any, path: Any = None, format: Any = None,
-                     *args: Any, **kwargs: Any) -> Any:
-                run = _BOUND.run
-                if run is not None and run.max_records_per_batch is not None:
-                    _cap_reader(self, format or self.__dict__.get("_sa_format"),
-                                run.max_records_per_batch, kwargs)
-                return orig(self, path, format, *args, **kwargs)
-            return load
-
-        dsr: Any = DataStreamReader
-        dsr.option = record_option(dsr.option)
-        dsr.options = record_options(dsr.options)
-        dsr.format = record_format(dsr.format)
-        dsr.load = hook_load(dsr.load)
-        dsw: Any = DataStreamWriter
-        dsw.option = record_option(dsw.option)
-        dsw.options = record_options(dsw.options)
-        dsw.queryName = record_name(dsw.queryName)
-        dsw.trigger = record_trigger(dsw.trigger)
-        dsw.start = hook_start(dsw.start)
-        dsw.toTable = hook_start(dsw.toTable)
-        session: Any = SparkSession
-        session.stop = hook_stop(session.stop)
-        _installed = True
-
-
-def _cap_reader(reader: Any, fmt: str | None, cap: int, load_options: dict[str, Any]) -> None:
-    """Set the admission cap on the user's reader of ``format(fmt)``: the lower of it and the
-    script's own (an ``option()`` before, or a ``load()`` keyword); a format without a record
-    cap (files, rate) is read as the script wrote it."""
-    from operators.sources import read_cap_option
-
-    name = read_cap_option(fmt)
-    if name is None:
-        log.info("the admission cap does not apply to this source", format=fmt, cap=cap)
-        return
-    given = {k.lower(): k for k in load_options}
-    own = (load_options[given[name.lower()]] if name.lower() in given
-           else reader.__dict__.get("_sa_options", {}).get(name.lower()))
-    value = cap if own is None else min(cap, int(float(own)))
-    if name.lower() in given:
-        load_options[given[name.lower()]] = str(value)
-    else:
-        reader.option(name, str(value))
-    log.info("admission cap set on the application's reader", format=fmt, option=name,
-             value=value, script_value=own)
 
 
 # --- where in the user's code ----------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""The wrappers that run the user's PySpark code unmodified under the runner
+(:mod:`operators.application` says what each does and why).
+
+:func:`install_hooks` wraps, once per process, ``DataStreamWriter``'s settings and ``start``,
+``DataStreamReader``'s settings and ``load`` (the admission cap, :func:`cap_reader`) and
+``SparkSession.stop``. Each wrapper acts only on a thread whose :data:`BOUND` names a starter
+(the thread running the user's code); everywhere else it is the original call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+if TYPE_CHECKING:
+    from operators.application import ApplicationStarter, _Run
+
+log = structlog.get_logger("operators.application")
+
+
+class Bound(threading.local):
+    """The starter and run whose user code runs on this thread (None elsewhere)."""
+
+    starter: ApplicationStarter | None = None
+    run: _Run | None = None
+
+
+BOUND = Bound()
+_INSTALLED = threading.Lock()
+_installed = False
+
+
+def install_hooks() -> None:
+    """Wrap ``DataStreamWriter``'s settings and ``start``, and ``SparkSession.stop``, once per
+    process. Outside the user's thread every wrapper is the original call."""
+    global _installed
+    with _INSTALLED:
+        if _installed:
+            return
+        from pyspark.sql import SparkSession
+        from pyspark.sql.streaming import DataStreamReader, DataStreamWriter
+
+        def record_option(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def option(self: Any, key: str, value: Any) -> Any:
+                self.__dict__.setdefault("_sa_options", {})[key.lower()] = str(value)
+                return orig(self, key, value)
+            return option
+
+        def record_options(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def options(self: Any, **opts: Any) -> Any:
+                rec = self.__dict__.setdefault("_sa_options", {})
+                rec.update({k.lower(): str(v) for k, v in opts.items()})
+                return orig(self, **opts)
+            return options
+
+        def record_name(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def queryName(self: Any, name: str) -> Any:
+                self.__dict__["_sa_named"] = True
+                return orig(self, name)
+            return queryName
+
+        def record_trigger(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def trigger(self: Any, *args: Any, **kwargs: Any) -> Any:
+                given = [k for k, v in kwargs.items() if v not in (None, False)]
+                self.__dict__["_sa_trigger"] = given[0] if given else "processingTime"
+                return orig(self, *args, **kwargs)
+            return trigger
+
+        def hook_start(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def start(self: Any, *args: Any, **kwargs: Any) -> Any:
+                starter = BOUND.starter
+                if starter is None:
+                    return orig(self, *args, **kwargs)
+                if kwargs.get("queryName"):
+                    self.__dict__["_sa_named"] = True
+                opts = {k.lower(): str(v) for k, v in kwargs.items()
+                        if k not in ("path", "format", "outputMode", "partitionBy",
+                                     "queryName", "tableName")}
+                self.__dict__.setdefault("_sa_options", {}).update(opts)
+                return starter._on_start(self, lambda: orig(self, *args, **kwargs))
+            return start
+
+        def hook_stop(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def stop(self: Any) -> None:
+                if BOUND.starter is not None:
+                    log.info("the application's spark.stop() is ignored: the session is the "
+                             "runner's", application=BOUND.starter.label)
+                    return
+                orig(self)
+            return stop
+
+        def record_format(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def format(self: Any, source: str) -> Any:
+                self.__dict__["_sa_format"] = source
+                return orig(self, source)
+            return format
+
+        def hook_load(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def load(self: Any, path: Any = None, format: Any = None,
+                     *args: Any, **kwargs: Any) -> Any:
+                run = BOUND.run
+                if run is not None and run.max_records_per_batch is not None:
+                    cap_reader(self, format or self.__dict__.get("_sa_format"),
+                                run.max_records_per_batch, kwargs)
+                return orig(self, path, format, *args, **kwargs)
+            return load
+
+        dsr: Any = DataStreamReader
+        dsr.option = record_option(dsr.option)
+        dsr.options = record_options(dsr.options)
+        dsr.format = record_format(dsr.format)
+        dsr.load = hook_load(dsr.load)
+        dsw: Any = DataStreamWriter
+        dsw.option = record_option(dsw.option)
+        dsw.options = record_options(dsw.options)
+        dsw.queryName = record_name(dsw.queryName)
+        dsw.trigger = record_trigger(dsw.trigger)
+        dsw.start = hook_start(dsw.start)
+        dsw.toTable = hook_start(dsw.toTable)
+        session: Any = SparkSession
+        session.stop = hook_stop(session.stop)
+        _installed = True
+
+
+def cap_reader(reader: Any, fmt: str | None, cap: int, load_options: dict[str, Any]) -> None:
+    """Set the admission cap on the user's reader of ``format(fmt)``: the lower of it and the
+    script's own (an ``option()`` before, or a ``load()`` keyword); a format without a record
+    cap (files, rate) is read as the script wrote it."""
+    from operators.sources import read_cap_option
+
+    name = read_cap_option(fmt)
+    if name is None:
+        log.info("the admission cap does not apply to this source", format=fmt, cap=cap)
+        return
+    given = {k.lower(): k for k in load_options}
+    own = (load_options[given[name.lower()]] if name.lower() in given
+           else reader.__dict__.get("_sa_options", {}).get(name.lower()))
+    value = cap if own is None else min(cap, int(float(own)))
+    if name.lower() in given:
+        load_options[given[name.lower()]] = str(value)
+    else:
+        reader.option(name, str(value))
+    log.info("admission cap set on the application's reader", format=fmt, option=name,
+             value=value, script_value=own)
