@@ -10,7 +10,8 @@ the lag SLO allows: the oldest records commit first, metrics keep flowing, and a
 overload shows as a backlog instead of one ever longer batch.
 
 The cap is what a batch of :data:`ADMISSION_BATCH_TRIGGERS` trigger intervals (never longer than
-the SLO's batch budget, :func:`~controller.core.capacity.batch_budget_seconds`) processes at the
+the SLO's batch budget, :func:`~controller.core.capacity.batch_budget_seconds`; the whole budget
+when more arrives than ``executors.max`` can process, :func:`overloaded`) processes at the
 most capacity the job can reach without another restart: ``executors.max`` over the restart's
 state partitions, at full use, without the observed-gain correction
 (:attr:`~controller.core.capacity.CapacityModel.gain_share`). On fewer executors a capped batch
@@ -19,13 +20,14 @@ simply lasts longer; the cap only splits what would be one giant batch.
 A source reads its rate limit when its query starts, so the cap travels with the actions that
 start one: a repartition (the runner's ``POST /repartition``) and a recovery (the new driver's
 ``--max-records-per-batch``). The runner keeps the lower of it and the job's own cap. No new
-threshold beyond :data:`ADMISSION_BATCH_TRIGGERS`.
+threshold beyond :data:`ADMISSION_BATCH_TRIGGERS` (an overload compares two rates, no margin).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import NamedTuple
 
 from controller.core.capacity import CapacityModel, Layout, batch_budget_seconds
 from controller.core.inputs import Inputs
@@ -36,49 +38,86 @@ ADMISSION_BATCH_TRIGGERS = 2.0
 in any scenario some schedule can meet; at 1 (the usual maxOffsetsPerTrigger rule: one trigger's
 worth) the driver's fixed time per batch takes more of each batch, and a sustained overload
 loses throughput (over-capacity: 269 s over the SLO against 240 s; 48 targets); at 3 the first
-batch after a restart holds more (48 targets); uncapped, 44. The cost: beyond ``executors.max``
-the overhead of more, smaller batches (over-capacity: 240 s over the SLO uncapped 211 s)."""
+batch after a restart holds more (48 targets); uncapped, 44. Beyond ``executors.max`` two
+triggers cost throughput (over-capacity: 240 s over the SLO, uncapped 211 s), hence the whole
+budget there (:func:`overloaded`: 215 s)."""
 
 
-def _span(x: Inputs) -> float:
-    """Seconds a capped batch lasts at ``executors.max``."""
+def _span(x: Inputs, reach_rate: float) -> float:
+    """Seconds a capped batch lasts at ``executors.max`` (processing ``reach_rate`` records/s):
+    :data:`ADMISSION_BATCH_TRIGGERS` triggers, or the SLO's whole batch budget when more
+    arrives than ``executors.max`` can process (:func:`overloaded`)."""
     trigger = x.snapshot.trigger_interval_seconds or 0.0
     budget = batch_budget_seconds(trigger, x.policy.lag.slo_seconds)
-    return min(ADMISSION_BATCH_TRIGGERS * trigger, budget) if trigger > 0 else budget
+    if trigger <= 0 or overloaded(x, reach_rate):
+        return budget
+    return min(ADMISSION_BATCH_TRIGGERS * trigger, budget)
 
 
-def _whole(records: float) -> int | None:
-    """A cap of whole records, or None when the rate behind it is unusable (0, inf, NaN)."""
+def overloaded(x: Inputs, reach_rate: float) -> bool:
+    """More arrives than the most capacity the job can reach (``reach_rate``): the backlog
+    grows whatever the engine does, the lag will pass the SLO anyway, and what is left to
+    protect is throughput. The driver's fixed time per batch is paid once per batch, so the
+    batches are as long as the SLO allows (its batch budget), not two triggers. An unknown
+    arrival is not an overload."""
+    arrival = x.snapshot.arrival_rate
+    return arrival is not None and math.isfinite(reach_rate) and arrival > reach_rate
+
+
+class Admission(NamedTuple):
+    """A cap for the query a restart starts: ``records`` per batch, sized for batches of
+    ``span_seconds`` at ``executors.max`` (``reach_rate`` records/s at full use);
+    ``overloaded`` when more arrives than that (:func:`overloaded`)."""
+
+    records: int
+    span_seconds: float
+    reach_rate: float
+    overloaded: bool
+
+
+def _admission(x: Inputs, reach_rate: float) -> Admission | None:
+    """The cap at ``reach_rate`` records/s, or None when the rate is unusable (0, inf, NaN)."""
+    span = _span(x, reach_rate)
+    records = reach_rate * span
     if not math.isfinite(records) or records < 1:
         return None
-    return math.ceil(records)
+    return Admission(math.ceil(records), span, reach_rate, overloaded(x, reach_rate))
 
 
-def admission_cap(x: Inputs, model: CapacityModel | None, partitions: int | None) -> int | None:
+def admission_cap(
+    x: Inputs, model: CapacityModel | None, partitions: int | None
+) -> Admission | None:
     """Records per batch for the query a restart starts at ``partitions`` state partitions;
     None when the job's cost is unknown (the source's own cap, if any, stays)."""
     if model is None:
         return None
     reach = Layout(x.policy.executors.max, partitions or model.current_partitions, restart=True)
-    return _whole(replace(model, gain_share=1.0).capacity(reach) * _span(x))
+    return _admission(x, replace(model, gain_share=1.0).capacity(reach))
 
 
-def admission_cap_from_rate(x: Inputs, per_executor: float) -> int | None:
+def admission_cap_from_rate(x: Inputs, per_executor: float) -> Admission | None:
     """The cap when no capacity model can be had (a recovery sized from the history: the
     driver is gone, and with it the window's stage metrics): ``per_executor`` records/s at the
     target utilization, as the last action expected, scaled to full use at ``executors.max``."""
     pol = x.policy
     if per_executor <= 0 or not x.snapshot.trigger_interval_seconds:
         return None
-    return _whole(per_executor / pol.utilization.target * pol.executors.max * _span(x))
+    return _admission(x, per_executor / pol.utilization.target * pol.executors.max)
 
 
-def described(cap: int | None, x: Inputs) -> str:
+def described(cap: Admission | None, x: Inputs) -> str:
     """The clause a decision's message carries about the cap ('' without one)."""
     if cap is None:
         return ""
+    at_max = f"a {cap.span_seconds:g} s batch at executors.max={x.policy.executors.max}"
+    if not cap.overloaded:
+        return (
+            f"; batches capped at {cap.records:,} records after the restart ({at_max}), so "
+            "what piled up drains in batches the SLO allows"
+        )
     return (
-        f"; batches capped at {cap:,} records after the restart (a {_span(x):g} s batch at "
-        f"executors.max={x.policy.executors.max}), so what piled up drains in batches the SLO "
-        "allows"
+        f"; batches capped at {cap.records:,} records after the restart ({at_max}, the longest "
+        f"the SLO allows: more arrives, {x.snapshot.arrival_rate or 0:,.0f} records/s, than "
+        f"executors.max processes at full use, {cap.reach_rate:,.0f}, so each batch's fixed "
+        "time is paid as rarely as the SLO allows)"
     )

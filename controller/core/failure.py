@@ -125,7 +125,7 @@ def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
         f"{described(cap, x)}",
         target_executors=n,
         target_partitions=partitions,
-        max_records_per_batch=cap,
+        max_records_per_batch=cap.records if cap else None,
         enforced=x.enforced,
         diagnosis=diagnosis,
         sizing=Sizing(required_rate=required, recommended_executors=n, catching_up=True),

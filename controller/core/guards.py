@@ -347,7 +347,7 @@ def scale_out(
         f"{described(cap, x)}",
         target_executors=target,
         target_partitions=partitions,
-        max_records_per_batch=cap,
+        max_records_per_batch=cap.records if cap else None,
         enforced=x.enforced,
         diagnosis=diagnosis,
         sizing=sizing,

@@ -60,7 +60,8 @@ def test_the_cap_follows_executors_max_not_the_restart_size() -> None:
         for n in (4, 8)
     }  # fmt: skip
     assert caps[4] and caps[8]
-    assert caps[8] == pytest.approx(2 * caps[4], rel=0.01)  # 8 slots against 4, one wave each
+    # 8 slots against 4, one wave each
+    assert caps[8].records == pytest.approx(2 * caps[4].records, rel=0.01)
 
 
 def test_a_long_trigger_caps_at_the_slo_batch_budget() -> None:
@@ -113,3 +114,51 @@ def test_a_recovery_that_knows_no_cost_sets_no_cap() -> None:
     assert d.action is Action.RECOVER
     assert d.max_records_per_batch is None
     assert "capped" not in d.message
+
+
+def test_an_overload_beyond_executors_max_caps_at_the_slo_batch_budget() -> None:
+    """More arrives than 8 executors process at full use: the backlog grows whatever the engine
+    does, and each batch's fixed driver time costs throughput, so the batches are as long as the
+    30 s SLO allows (15 s), not two triggers."""
+    snap = state_heavy(arrival=80_000, executors=4, partitions=4, backlog=50_000, age=12)
+    d = decide(snap, policy(), SCALED_IN_PLACE, NOW)
+    assert (d.action, d.target_executors) == (Action.REPARTITION, 8), d.summary()
+    full = _full_rate_at_max(snap, d.target_partitions or 4)
+    assert full < 80_000
+    assert d.max_records_per_batch == pytest.approx(full * 15.0, abs=1)
+    assert "a 15 s batch at executors.max=8, the longest the SLO allows" in d.message
+    assert f"more arrives, 80,000 records/s, than executors.max processes at full use, " \
+           f"{full:,.0f}" in d.message
+
+
+def test_a_load_within_reach_keeps_the_two_trigger_cap() -> None:
+    """Just under what executors.max processes at full use: two triggers, not the budget."""
+    base = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=50_000, age=12)
+    model = CapacityModel.from_snapshot(base, 30.0)
+    assert model is not None
+    reach = _full_rate_at_max(base, 4)
+    for arrival, span in ((reach * 0.99, ADMISSION_BATCH_TRIGGERS), (reach * 1.01, 15.0)):
+        snap = base.model_copy(update={"arrival_rate": arrival})
+        cap = admission_cap(Inputs(snap, policy(), ScalingHistory(), NOW), model, 4)
+        assert cap is not None and cap.span_seconds == span
+        assert cap.overloaded is (span == 15.0)
+
+
+def test_a_recovery_from_the_expected_rate_under_overload_caps_at_the_budget() -> None:
+    """No stage metrics, and more arrives (100,000/s) than the expected rate reaches at
+    executors.max (12,000 / 2 / 0.7 x 8 = 68,571/s): batches of the SLO's 15 s budget."""
+    snap = snapshot(arrival=100_000, executors=2, driver_up=False, backlog=300_000, age=30,
+                    stages=())  # fmt: skip
+    d = decide(snap, policy(), RECOMMENDED, NOW)
+    assert d.action is Action.RECOVER
+    assert d.max_records_per_batch == pytest.approx(12_000 / 2 / 0.7 * 8 * 15.0, abs=1)
+    assert "the longest the SLO allows" in d.message
+
+
+def test_an_unknown_arrival_is_no_overload() -> None:
+    base = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=50_000, age=12)
+    model = CapacityModel.from_snapshot(base, 30.0)
+    snap = base.model_copy(update={"arrival_rate": None})
+    cap = admission_cap(Inputs(snap, policy(), ScalingHistory(), NOW), model, 4)
+    assert cap is not None and not cap.overloaded
+    assert cap.span_seconds == ADMISSION_BATCH_TRIGGERS
