@@ -96,6 +96,10 @@ class QueryStarter(Protocol):
     """What the runner asks of a job kind."""
 
     label: str
+    sink_needs_query: bool
+    """Whether the query's sink is known only once it starts (a user's code may write Spark's
+    file sink, whose log a repartition must extend); our pipeline's is known from the
+    manifest and is never Spark's file sink (its files go through ``foreachBatch``)."""
 
     def start(self, spark: SparkSession, *, once: bool = False,
               max_records_per_batch: int | None = None) -> StreamingQuery:
@@ -137,6 +141,8 @@ def operator_names(state_operators: list[dict[str, Any]]) -> list[str]:
 
 class PipelineStarter:
     """A job written as our YAML pipeline: :func:`operators.job.build_query`."""
+
+    sink_needs_query = False
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -211,6 +217,8 @@ _ARGV = _ScriptArgv()
 
 class ApplicationStarter:
     """Runs ``spec.application`` (see the module docstring)."""
+
+    sink_needs_query = True
 
     def __init__(self, job: StreamJob, start_timeout: float = START_TIMEOUT) -> None:
         app = job.spec.application

@@ -157,19 +157,29 @@ class JobRunner(RunnerActions):
     def _repartition_at_start(self, n: int) -> None:
         """Resume at ``n`` state partitions: how a recovery restores with more capacity
         (``runner --state-partitions``). Spark rewrites the state only of a checkpoint that ends
-        on a committed batch, and a killed driver leaves one in flight; so first one batch at
-        the old layout, a one-batch (``once``) run that replays the batch in flight (or runs the
-        next one) and names the file sink whose log must record the repartition's batch; then
-        Spark's offline repartition, with rollback. A repartition that fails and rolls back
-        leaves the job on the old count and says so in ``lastError``; one that cannot roll back
-        fails the start (the checkpoint is then in an unknown state: no query may run on it)."""
+        on a committed batch, and a killed driver may leave one in flight: then first a
+        one-batch (``once``) run at the old layout replays it as planned. A user's code may
+        write Spark's file sink, whose log must record the repartition's batch and which only
+        its started query names: then the one-batch run comes first even with nothing in
+        flight, and reads whatever piled up, uncapped (``Trigger.Once`` ignores read limits).
+        Our pipeline's checkpoint that ends on a commit needs no such run: the pile of the
+        outage is left to the resumed query's capped batches at ``n``. Then Spark's offline
+        repartition, with rollback. A repartition that fails and rolls back leaves the job on
+        the old count and says so in ``lastError``; one that cannot roll back fails the start
+        (the checkpoint is then in an unknown state: no query may run on it)."""
         assert self.spark is not None
         loc, old, t0 = self.spec.checkpoint.location, self.partitions, time.monotonic()
-        once = self._run_one_batch(f"the batch before repartitioning to {n}")
+        info = state.inspect(loc)
+        file_sink, ran_once = None, info.uncommitted_batch is not None or \
+            self.starter.sink_needs_query
+        if ran_once:
+            once = self._run_one_batch(f"the batch before repartitioning to {n}")
+            file_sink = state.file_sink_path(once)
+            info = state.inspect(loc)
         with self._progress:
-            self.last_committed_batch = state.inspect(loc).last_committed_batch
+            self.last_committed_batch = info.last_committed_batch
         try:
-            res = state.repartition(self.spark, loc, n, file_sink=state.file_sink_path(once))
+            res = state.repartition(self.spark, loc, n, file_sink=file_sink)
         except state.RepartitionError as e:
             if not e.rolled_back:
                 raise
@@ -181,7 +191,7 @@ class JobRunner(RunnerActions):
         with self._progress:
             self.last_committed_batch = res.batch
         log.info("repartitioned at start", partitions_before=old, partitions=n, batch=res.batch,
-                 rows_before=res.rows_before, rows_after=res.rows_after,
+                 rows_before=res.rows_before, rows_after=res.rows_after, one_batch_run=ran_once,
                  seconds=round(time.monotonic() - t0, 1))
 
     def wait_stopped(self, timeout: float | None = None) -> bool:

@@ -151,6 +151,7 @@ def test_failed_repartition_rolls_back_and_killed_driver_recovers_with_more_part
     before = st["lastCommittedBatch"]
     r.kill()
     t0 = time.monotonic()
+    planned = max(state.checkpoint.batches(cp / "offsets"))  # the last the killed driver planned
     r2 = start_runner(["--job", str(job), "--state-partitions", "6",
                        "--max-records-per-batch", str(CAP)])
     st = _batches_after(r2, before, 3)
@@ -161,17 +162,45 @@ def test_failed_repartition_rolls_back_and_killed_driver_recovers_with_more_part
     assert st["maxRecordsPerBatch"] == CAP
     last = max(state.checkpoint.batches(cp / "offsets"))
     assert state.partitions_of(cp, last) == 6
-    # the new query's batches are capped: those after the repartition's own batch (before it,
-    # the batch the killed driver left is replayed as planned, by a one-batch run)
+    # every batch the new runner planned is capped: the batch the killed driver left in flight,
+    # if any, is replayed as planned (a one-batch run at the old count); with none in flight the
+    # checkpoint is repartitioned at once and the pile waits for the resumed query's batches
     rewritten = min(b for b in state.checkpoint.batches(cp / "offsets")
                     if state.partitions_of(cp, b) == 6)
     st = _batches_after(r2, rewritten, 3)
-    capped = _records_per_batch(cp, rewritten)
-    print("batches after the capped recovery", capped)
+    capped = _records_per_batch(cp, planned)
+    print(f"batches after the capped recovery (the killed driver planned up to {planned})",
+          capped)
     assert capped and max(capped.values()) == CAP, capped
     assert r2.stop() == 0
     result = _verify(job, local_spark)
     print("exactly-once after kill:", result.keys_checked, "keys", result.records)
+
+
+def test_a_recovery_from_a_checkpoint_that_ends_on_a_commit_reads_its_pile_capped(
+    start_runner, tmp_path
+):
+    """A driver gone between batches leaves a checkpoint that ends on a commit (here: a stop
+    at a batch boundary). A new runner at more state partitions repartitions it at once, with
+    no one-batch run at the old count first (``Trigger.Once`` would read the whole pile of the
+    outage in one batch, past any cap): every batch it plans reads at most the cap."""
+    job = write_job(tmp_path / "job", partitions=4)
+    r = start_runner(job)
+    _batches_after(r, 0, 1)
+    assert r.stop() == 0
+    cp = tmp_path / "job" / "cp"
+    ends = state.inspect(str(cp))
+    assert ends.uncommitted_batch is None and ends.last_committed_batch is not None, ends
+    time.sleep(5)  # the source keeps arriving at 2,000 records/s: a pile of several caps
+    r2 = start_runner(["--job", str(job), "--state-partitions", "6",
+                       "--max-records-per-batch", str(CAP)])
+    st = _batches_after(r2, ends.last_committed_batch, 4)
+    assert st["partitions"] == 6 and st["lastError"] is None, st
+    read = _records_per_batch(cp, ends.last_committed_batch)
+    print(f"batches after a recovery from batch {ends.last_committed_batch} (committed)", read)
+    assert read[ends.last_committed_batch + 1] == 0  # the repartition's own batch
+    assert max(read.values()) == CAP, read  # the pile, in capped batches
+    assert r2.stop() == 0
 
 
 def test_corrupt_or_foreign_checkpoint_is_refused_and_left_alone(cluster, tmp_path):
