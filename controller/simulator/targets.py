@@ -105,9 +105,12 @@ def verdict(
     policy: ScalingPolicySpec,
     unit_rate: float,
     step_change: bool,
+    row: str = "engine",
 ) -> dict[str, Verdict]:
-    """Every target of the engine's row (``lags``: its ``(t, lag)`` samples)."""
-    e = summaries["engine"]
+    """Every target of one row (the engine's by default; ``lags``: that row's ``(t, lag)``
+    samples). Judged for ``oracle-plus`` too, it tells a target no schedule meets
+    (:func:`reference_clause`)."""
+    e = summaries[row]
     duration = e["duration_seconds"]
     return {
         "SLO viol <= 0.5x flink": slo_target(
@@ -176,3 +179,14 @@ def why_missed(
         ]
         return "the engine's actions: " + ("; ".join(acts) or "none")
     return None
+
+
+def reference_clause(target: str, reference: Verdict) -> str | None:
+    """What a missed target's line adds about ``oracle-plus`` (clairvoyant: it knows the whole
+    trace and pays the same start delays, restarts and batch overhead), judged by the same
+    target: when it misses too, no schedule we know meets the target on this trace. None for
+    the executor-seconds target (oracle-plus is its yardstick) and when oracle-plus meets it."""
+    ok, figs = reference
+    if target.startswith("exec-s") or ok is not False:
+        return None
+    return f"oracle-plus (clairvoyant) misses it too ({figs}): no schedule we know meets it here"

@@ -12,7 +12,9 @@ from controller.simulator.targets import (
     cost_target,
     flips_target,
     lock_in_target,
+    reference_clause,
     slo_target,
+    verdict,
     why_missed,
 )
 
@@ -146,3 +148,45 @@ def test_a_missed_actions_target_lists_the_actions() -> None:
     why = why_missed("actions/change <= 1", engine, [], slo=30.0)
     assert why == ("the engine's actions: ScaleOut at 60 s (scale to 3 executors); "
                    "RepartitionStateBound at 95 s (restart to 4 executors)")
+
+
+@pytest.mark.parametrize(
+    ("target", "reference", "says"),
+    [
+        ("no lock-in", (False, "worst 71 s after the drop at 180 s"), True),
+        ("SLO viol <= 0.5x flink", (False, "128.0 s vs flink 210.5 s"), True),
+        ("actions/change <= 1", (False, "3 / 2"), True),
+        ("no lock-in", (True, "worst 0 s"), False),
+        ("actions/change <= 1", (None, "not a step change"), False),
+        ("exec-s <= 1.25x oracle-plus", (False, "1.30x"), False),
+    ],
+    ids=["lock-in", "slo", "actions", "reference-meets", "not-applicable", "cost-is-the-yardstick"],
+)
+def test_a_miss_oracle_plus_shares_is_said_to_be_out_of_reach(
+    target: str, reference: tuple[bool | None, str], says: bool
+) -> None:
+    clause = reference_clause(target, reference)
+    if not says:
+        assert clause is None
+        return
+    assert clause is not None and reference[1] in clause
+    assert clause.startswith("oracle-plus (clairvoyant) misses it too")
+
+
+def test_verdict_judges_any_row_by_the_same_targets() -> None:
+    """The same trace, policy and targets for oracle-plus's row as for the engine's: a burst
+    whose lag stays over the SLO long after the drop is a lock-in for whichever row shows it."""
+    from controller.simulator.cli import load_policy
+
+    trace = parse_trace("t,load\n0,1\n30,4\n90,1\n300,1\n")
+    row = {"duration_seconds": 300.0, "slo_violation_seconds": 0.0, "executor_seconds": 600.0,
+           "scaling_actions": 1, "load_changes": 2, "direction_changes": 0,
+           "load_direction_changes": 1}
+    summaries = {"engine": row, "flink": row, "oracle-plus": {**row, "scaling_actions": 4}}
+    late = lags({0: 1.0, 90: 80.0, 200: 1.0})
+    policy = load_policy(None)
+    got = verdict(summaries, late, trace, policy, 10_000.0, True, row="oracle-plus")
+    assert got["no lock-in"][0] is False
+    assert got["actions/change <= 1"] == (False, "4 / 2")
+    assert verdict(summaries, late, trace, policy, 10_000.0, True)["actions/change <= 1"][0]
+
