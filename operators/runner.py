@@ -150,7 +150,7 @@ class JobRunner(RunnerActions):
             self._repartition_at_start(want)
         self.metrics.state_partitions.labels(self.name).set(self.partitions)
         self._start_query()
-        state.write_owner(loc, self.name, self.query_id or "")
+        state.write_owner(loc, self.name, self.query_id or "", self.file_sink)
         threading.Thread(target=self._watch, name="query-watch", daemon=True).start()
         self._set_phase(Phase.RUNNING)
 
@@ -159,19 +159,22 @@ class JobRunner(RunnerActions):
         (``runner --state-partitions``). Spark rewrites the state only of a checkpoint that ends
         on a committed batch, and a killed driver may leave one in flight: then first a
         one-batch (``once``) run at the old layout replays it as planned. A user's code may
-        write Spark's file sink, whose log must record the repartition's batch and which only
-        its started query names: then the one-batch run comes first even with nothing in
-        flight, and reads whatever piled up, uncapped (``Trigger.Once`` ignores read limits).
-        Our pipeline's checkpoint that ends on a commit needs no such run: the pile of the
-        outage is left to the resumed query's capped batches at ``n``. Then Spark's offline
+        write Spark's file sink, whose log must record the repartition's batch: the checkpoint's
+        owner record names it (written at every start); a checkpoint from before it was kept
+        cannot tell, and then the one-batch run, whose query names the sink, comes first even
+        with nothing in flight (reading whatever piled up, uncapped: ``Trigger.Once`` ignores
+        read limits). Otherwise a checkpoint that ends on a commit needs no such run: the pile
+        of the outage is left to the resumed query's capped batches at ``n``. Then Spark's offline
         repartition, with rollback. A repartition that fails and rolls back leaves the job on
         the old count and says so in ``lastError``; one that cannot roll back fails the start
         (the checkpoint is then in an unknown state: no query may run on it)."""
         assert self.spark is not None
         loc, old, t0 = self.spec.checkpoint.location, self.partitions, time.monotonic()
         info = state.inspect(loc)
-        file_sink, ran_once = None, info.uncommitted_batch is not None or \
-            self.starter.sink_needs_query
+        known, file_sink = state.known_file_sink(info.owner)
+        if not known and not self.starter.sink_needs_query:
+            known = True  # our pipeline never writes Spark's file sink
+        ran_once = info.uncommitted_batch is not None or not known
         if ran_once:
             once = self._run_one_batch(f"the batch before repartitioning to {n}")
             file_sink = state.file_sink_path(once)

@@ -15,6 +15,7 @@ from operators.state.checkpoint import (
     CheckpointLock,
     OperatorState,
     inspect,
+    known_file_sink,
     partitions_of,
     write_owner,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "configure_object_store",
     "file_sink_path",
     "inspect",
+    "known_file_sink",
     "open_store",
     "partitions_of",
     "repartition",

@@ -9,7 +9,8 @@ Usage::
 Layout (Spark 4.x): ``metadata`` (the query id), ``offsets/<N>`` (``v1``, a JSON line with the
 batch's conf — ``spark.sql.shuffle.partitions`` is the state partition count — then one line per
 source), ``commits/<N>``, ``sources/``, ``state/<operator>/<partition>/``. A runner also leaves
-``stream-autoscaler.json`` (the job it belongs to), so a foreign checkpoint is refused.
+``stream-autoscaler.json`` (the job it belongs to, so a foreign checkpoint is refused, and the
+Spark file sink its query writes, which a repartition at start must extend).
 """
 
 from __future__ import annotations
@@ -266,10 +267,21 @@ def _partition_count(conf: dict[str, Any], loc: str, batch: int) -> int | None:
     return n
 
 
-def write_owner(location: str | Path, job: str, query_id: str) -> None:
-    """Record which job and query a checkpoint belongs to (next to Spark's files)."""
-    store_of(str(location)).write_text(json.dumps({"job": job, "queryId": query_id}) + "\n",
-                                       OWNER_FILE)
+def write_owner(location: str | Path, job: str, query_id: str, file_sink: str | None) -> None:
+    """Record which job and query a checkpoint belongs to (next to Spark's files), and the
+    path of the Spark file sink its query writes (None: no file sink), which a later
+    repartition at start must extend (:func:`known_file_sink`)."""
+    doc = {"job": job, "queryId": query_id, "fileSink": file_sink}
+    store_of(str(location)).write_text(json.dumps(doc) + "\n", OWNER_FILE)
+
+
+def known_file_sink(owner: dict[str, Any]) -> tuple[bool, str | None]:
+    """``(known, path)``: whether the owner record says which Spark file sink the query
+    writes (a record from before it was kept does not), and its path (None: none)."""
+    if "fileSink" not in owner:
+        return False, None
+    sink = owner["fileSink"]
+    return True, sink if isinstance(sink, str) and sink else None
 
 
 def _owner(cp: CheckpointStore, loc: str) -> dict[str, Any]:

@@ -123,6 +123,20 @@ def test_an_unmodified_stream_stream_join_scales_repartitions_and_recovers_exact
     r = _killed_and_resumed(r, start_runner, job, batches=3)
     assert r.status()["partitions"] == 3
     assert r.stop() == 0
+    # A recovery at more state partitions from a checkpoint that ends on a commit: the owner
+    # record names the script's file sink, so no one-batch run (it would read the whole pile,
+    # uncapped) has to start the script first; the sink's log still gets the repartition's batch
+    before = state.inspect(str(cp))
+    assert before.uncommitted_batch is None and before.owner.get("fileSink"), before.owner
+    at = job.index("--")
+    r = start_runner([*job[:at], "--state-partitions", "4", *job[at:]])
+    st = _after(r, before.last_committed_batch or 0, 3)
+    assert st["partitions"] == 4, st
+    started = next(line for line in r.log_path.read_text().splitlines()
+                   if "repartitioned at start" in line)
+    print("script join: recovery at 4 state partitions:", started)
+    assert "one_batch_run=False" in started, started
+    assert r.stop() == 0
     # The output stays readable through Spark's file sink log (the repartition's batch is in
     # it), every impression joined at most once, and none is missing but the last seconds'.
     df = local_spark.read.parquet(str(out))

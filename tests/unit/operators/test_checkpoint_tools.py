@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from operators import cli
-from operators.state import CheckpointError, backup, inspect, restore
+from operators.state import (
+    CheckpointError,
+    backup,
+    inspect,
+    known_file_sink,
+    restore,
+    write_owner,
+)
+from operators.state.checkpoint import OWNER_FILE
 from tests.realcomponents import unavailable
 
 QUERY = "4f1c2d3e-0000-4000-8000-000000000001"
@@ -37,6 +45,25 @@ def checkpoint(root: Path, offsets: range | list[int], commits: range | list[int
 def test_a_healthy_checkpoint_with_one_batch_in_flight(tmp_path: Path) -> None:
     info = inspect(checkpoint(tmp_path, range(3, 8), range(3, 7)))
     assert (info.last_committed_batch, info.last_offsets_batch, info.partitions) == (6, 7, 4)
+
+
+@pytest.mark.parametrize(
+    ("sink", "known"),
+    [("/data/out", (True, "/data/out")), (None, (True, None))],
+    ids=["a-file-sink", "no-file-sink"],
+)
+def test_the_owner_record_names_the_file_sink_a_repartition_must_extend(
+    tmp_path: Path, sink: str | None, known: tuple[bool, str | None]
+) -> None:
+    """The runner records the query's Spark file sink (or that there is none) at every start,
+    so a recovery that repartitions at start knows it without a one-batch run; a record
+    written before the field existed says nothing either way."""
+    cp = checkpoint(tmp_path, range(3, 6), range(3, 6))
+    write_owner(cp, "rt", QUERY, sink)
+    info = inspect(cp)
+    assert info.owner["job"] == "rt" and known_file_sink(info.owner) == known
+    (cp / OWNER_FILE).write_text(json.dumps({"job": "rt", "queryId": QUERY}))
+    assert known_file_sink(inspect(cp).owner) == (False, None)
 
 
 @pytest.mark.parametrize(
