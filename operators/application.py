@@ -155,7 +155,8 @@ class PipelineStarter:
 
         spec = self.job.spec
         if max_records_per_batch is not None and spec.source is not None:
-            spec = spec.model_copy(update={"source": capped(spec.source, max_records_per_batch)})
+            spec = spec.model_copy(update={"source": capped(
+                spark, spec.source, max_records_per_batch, spec.checkpoint.location)})
         writer = build_query(spark, spec, query_name=self.job.metadata.name)
         if once:
             writer = writer.trigger(once=True)

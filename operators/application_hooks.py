@@ -104,15 +104,25 @@ def install_hooks() -> None:
                 run = BOUND.run
                 if run is not None and run.max_records_per_batch is not None:
                     cap_reader(self, format or self.__dict__.get("_sa_format"),
-                                run.max_records_per_batch, kwargs)
+                                run.max_records_per_batch, kwargs, path)
                 return orig(self, path, format, *args, **kwargs)
             return load
+
+        def hook_file_read(fmt: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+            def read(self: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+                run = BOUND.run
+                if run is not None and run.max_records_per_batch is not None:
+                    cap_reader(self, fmt, run.max_records_per_batch, kwargs, path)
+                return orig(self, path, *args, **kwargs)
+            return read
 
         dsr: Any = DataStreamReader
         dsr.option = record_option(dsr.option)
         dsr.options = record_options(dsr.options)
         dsr.format = record_format(dsr.format)
         dsr.load = hook_load(dsr.load)
+        for fmt in FILE_FORMATS:  # .json(path) and the like never pass through load()
+            setattr(dsr, fmt, hook_file_read(fmt, getattr(dsr, fmt)))
         dsw: Any = DataStreamWriter
         dsw.option = record_option(dsw.option)
         dsw.options = record_options(dsw.options)
@@ -125,13 +135,18 @@ def install_hooks() -> None:
         _installed = True
 
 
-def cap_reader(reader: Any, fmt: str | None, cap: int, load_options: dict[str, Any]) -> None:
+def cap_reader(reader: Any, fmt: str | None, cap: int, load_options: dict[str, Any],
+               path: Any = None) -> None:
     """Set the admission cap on the user's reader of ``format(fmt)``: the lower of it and the
-    script's own (an ``option()`` before, or a ``load()`` keyword); a format without a record
-    cap (files, rate) is read as the script wrote it."""
+    script's own (an ``option()`` before, or a ``load()`` keyword); a file format's in files
+    (:func:`cap_file_reader`); a format with no such limit (rate, socket) is read as the script
+    wrote it."""
     from operators.sources import read_cap_option
 
     name = read_cap_option(fmt)
+    if name is None and (fmt or "").lower() in FILE_FORMATS:
+        cap_file_reader(reader, (fmt or "").lower(), cap, load_options, path)
+        return
     if name is None:
         log.info("the admission cap does not apply to this source", format=fmt, cap=cap)
         return
@@ -145,3 +160,48 @@ def cap_reader(reader: Any, fmt: str | None, cap: int, load_options: dict[str, A
         reader.option(name, str(value))
     log.info("admission cap set on the application's reader", format=fmt, option=name,
              value=value, script_value=own)
+
+
+FILE_FORMATS = ("json", "csv", "text", "parquet", "orc")
+"""Spark's file source formats: their micro-batches are limited in files
+(``maxFilesPerTrigger``)."""
+
+
+def _option_text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def cap_file_reader(reader: Any, fmt: str, cap: int, load_options: dict[str, Any],
+                    path: Any) -> None:
+    """The admission cap on the user's file reader, in files: ``cap`` over the records per file
+    measured on the newest files under ``path`` that the job's checkpoint logged, read with the
+    script's own options; the lower of it and the script's ``maxFilesPerTrigger``. Not set
+    (logged) when the reader has no single path or nothing is logged under it yet."""
+    from operators.sources.files import records_per_logged_file, whole_units
+
+    starter, recorded = BOUND.starter, reader.__dict__.get("_sa_options", {})
+    given = {k.lower(): k for k in load_options}
+    path = path if path is not None else recorded.get("path")
+    if starter is None or not isinstance(path, str):
+        log.info("the admission cap does not apply to this file reader: no single path",
+                 format=fmt, cap=cap)
+        return
+    opts = {**recorded, **{k.lower(): _option_text(v) for k, v in load_options.items()
+                           if isinstance(v, str | int | float | bool)}}
+    own = opts.pop("maxfilespertrigger", None)
+    opts.pop("path", None)
+    spark = reader._spark
+    per_file = records_per_logged_file(
+        starter.job.spec.checkpoint.location, path,
+        lambda files: int(spark.read.format(fmt).options(**opts).load(files).count()))
+    if per_file is None:
+        return
+    value = whole_units(cap, per_file)
+    value = value if own is None else min(value, int(float(own)))
+    if "maxfilespertrigger" in given:
+        load_options[given["maxfilespertrigger"]] = str(value)
+    else:
+        reader.option("maxFilesPerTrigger", str(value))
+    log.info("admission cap set on the application's reader", format=fmt,
+             option="maxFilesPerTrigger", value=value, records=cap,
+             records_per_file=round(per_file, 1), script_value=own)

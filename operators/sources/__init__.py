@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from contracts.streamjob import BurstSource, FileSource, JoinOp, KafkaSource
 from operators.errors import SourceError
 from operators.sources import burst, files, kafka
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from contracts.streamjob import Source
+
+log = structlog.get_logger("operators.sources")
 
 ADAPTERS: dict[type, SourceAdapter[Any]] = {
     BurstSource: burst.ADAPTER,
@@ -85,14 +89,26 @@ def uses_kafka(spec: object) -> bool:
     return reads or getattr(getattr(spec, "sink", None), "type", "") == "kafka"
 
 
-def capped(source: Source, records: int | None) -> Source:
+def capped(
+    spark: SparkSession, source: Source, records: int | None, checkpoint: str
+) -> Source:
     """``source`` with its micro-batches reading at most ``records`` (the lower of it and the
-    manifest's own cap); unchanged when ``records`` is None or the source cannot count them."""
-    name = adapter_for(source).cap_field
+    manifest's own cap), in the unit its cap counts (a file source's files: ``records`` over
+    the records per file measured on its checkpoint, at least one file); unchanged when
+    ``records`` is None or the source cannot be capped."""
+    adapter = adapter_for(source)
+    name = adapter.cap_field
     if records is None or name is None:
         return source
+    per_unit = adapter.records_per_cap_unit(spark, source, checkpoint)
+    if per_unit is None:
+        return source
+    units = files.whole_units(records, per_unit)
     own = getattr(source, name)
-    return source.model_copy(update={name: records if own is None else min(own, records)})
+    value = units if own is None else min(own, units)
+    log.info("admission cap set on the source", source=source.type, field=name, value=value,
+             records=records, records_per_unit=round(per_unit, 1), manifest_value=own)
+    return source.model_copy(update={name: value})
 
 
 def read_cap_option(fmt: str | None) -> str | None:

@@ -53,12 +53,20 @@ class SourceAdapter(Protocol[S_contra]):
     uses_kafka: bool
     """Whether reading it needs Spark's Kafka connector on ``spark.jars``."""
     cap_field: str | None
-    """The manifest field that caps the records a micro-batch reads (the admission cap the
-    controller sets on a restart, :mod:`controller.core.admission`); None when the source's
-    rate limit does not count records (a file source counts files)."""
+    """The manifest field that caps what a micro-batch reads (the admission cap the controller
+    sets on a restart, :mod:`controller.core.admission`, arrives in records: see
+    :meth:`records_per_cap_unit`); None when the source has no such limit."""
     cap_option: tuple[str, str] | None
     """``(format, option)``: the same cap as a ``spark.readStream`` option, for the user's own
     code; None when there is none."""
+
+    def records_per_cap_unit(
+        self, spark: SparkSession, source: S_contra, checkpoint: str
+    ) -> float | None:
+        """Records in one unit of :attr:`cap_field`: 1 where it counts records; a file source's
+        records per file, measured on the files its checkpoint logged last. None when unknown
+        (the cap is then not set)."""
+        ...
 
     def dataframe(
         self,

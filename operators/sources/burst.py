@@ -117,6 +117,11 @@ class BurstAdapter:
         )
         return spark.read.format("burst").options(**opts).load()
 
+    def records_per_cap_unit(
+        self, spark: SparkSession, source: BurstSource, checkpoint: str
+    ) -> float | None:
+        return 1.0  # the cap counts records
+
     def partitions(self, source: BurstSource) -> int | None:
         return source.partitions
 

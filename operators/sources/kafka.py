@@ -316,6 +316,11 @@ class KafkaAdapter:
         end = committed.kafka_end if committed.kafka_end is not None else start
         return read_kafka(spark, source, streaming=False, starting=start, ending=end)
 
+    def records_per_cap_unit(
+        self, spark: SparkSession, source: KafkaSource, checkpoint: str
+    ) -> float | None:
+        return 1.0  # the cap counts records
+
     def partitions(self, source: KafkaSource) -> int | None:
         """None: the count is the topic's (or ``minPartitions``); the backlog probe learns it
         from each batch's offsets."""

@@ -408,3 +408,51 @@ def test_a_module_function_that_cannot_run_is_named(tmp_path, local_spark, monke
     print("module error:", err.value)
     assert err.value.where == target and problem in err.value.problem, str(err.value)
     assert not local_spark.streams.active
+
+
+def test_a_scripts_file_reader_gets_the_admission_cap_in_files(tmp_path, local_spark):
+    """The user's ``readStream.schema(...).json(path)`` (which never passes through ``load()``)
+    restarted with a record cap after its checkpoint read files: the cap becomes
+    ``maxFilesPerTrigger`` from the records per file measured on the logged files (200 here),
+    so the pile that arrived meanwhile is read two files per batch, each record once."""
+    incoming, out, per_file = tmp_path / "in", tmp_path / "out", 200
+
+    def drop(first: int, n: int) -> None:
+        for i in range(first, first + n):
+            tmp = incoming / f".f{i:03d}.json"
+            tmp.write_text("".join(f'{{"key": "k{j % 7}"}}\n' for j in range(per_file)))
+            tmp.rename(incoming / f"f{i:03d}.json")  # atomic, as Spark's file source asks
+
+    def logged() -> dict[int, int]:
+        per_batch: dict[int, int] = {}
+        log_dir = tmp_path / "cp" / "sources" / "0"
+        for f in log_dir.iterdir() if log_dir.exists() else []:
+            if f.name.removesuffix(".compact").isdigit():
+                for line in f.read_text().splitlines()[1:]:
+                    b = json.loads(line)["batchId"]
+                    per_batch[b] = per_batch.get(b, 0) + 1
+        return dict(sorted(per_batch.items()))
+
+    def run_until(query: Any, files: int) -> None:
+        deadline = time.monotonic() + 120
+        while sum(logged().values()) < files or query.lastProgress is None or (
+                query.status["isDataAvailable"]):
+            assert time.monotonic() < deadline, (logged(), query.status)
+            time.sleep(0.5)
+        query.processAllAvailable()
+        query.stop()
+
+    incoming.mkdir()
+    drop(0, 3)
+    text = HEADER + (
+        f"q = (spark.readStream.schema('key STRING').json({str(incoming)!r})\n"
+        f"     .writeStream.format('parquet').option('path', {str(out)!r}).start())\n"
+        "q.awaitTermination()\n")
+    run_until(_starter(tmp_path, text).start(local_spark), 3)
+    before = logged()
+    drop(3, 12)
+    run_until(_starter(tmp_path, text).start(local_spark, max_records_per_batch=500), 15)
+    after = {b: n for b, n in logged().items() if b not in before}
+    print("script files per batch before the restart", before, "after (cap 500 records)", after)
+    assert sum(before.values()) == 3 and max(after.values()) == 2 and len(after) == 6, after
+    assert local_spark.read.parquet(str(out)).count() == 15 * per_file  # the sink's log: once

@@ -142,3 +142,65 @@ def test_the_arithmetic_imports_without_pyspark_or_pyarrow() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def _source_log(cp: Path, index: int, name: str, entries: list[tuple[str, int]]) -> None:
+    """One file of Spark's file source log: a version line, then one JSON entry per file."""
+    d = cp / "sources" / str(index)
+    d.mkdir(parents=True, exist_ok=True)
+    lines = ["v1"] + [f'{{"path":"{p}","timestamp":1,"batchId":{b}}}' for p, b in entries]
+    (d / name).write_text("\n".join(lines))
+
+
+def test_logged_files_are_the_newest_under_the_source_directory(tmp_path) -> None:
+    from operators.sources.files import logged_files
+
+    cp, src = tmp_path / "cp", tmp_path / "in dir"
+    url = f"file://{str(src).replace(' ', '%20')}"  # Spark logs percent-encoded URIs
+    _source_log(cp, 0, "9.compact", [(f"{url}/old-{i}.json", i) for i in range(10)])
+    _source_log(cp, 0, "10", [(f"{url}/a.json", 10), (f"{url}/b.json", 10)])
+    _source_log(cp, 0, "11", [(f"{url}/c.json", 11)])
+    _source_log(cp, 1, "11", [(f"file://{tmp_path}/other/x.json", 11)])  # a join's other side
+    (cp / "sources" / "0" / ".11.crc").write_text("not a log")
+
+    newest = logged_files(str(cp), str(src), limit=4)
+    assert [p.rsplit("/", 1)[1] for p in newest] == ["c.json", "a.json", "b.json", "old-9.json"]
+    assert logged_files(str(cp), f"file://{src}/", limit=1)[0].endswith("/c.json")
+    assert logged_files(str(cp), str(tmp_path / "other"))[0].endswith("/x.json")
+    assert logged_files(str(cp), str(tmp_path / "in"), limit=4) == []  # a prefix is no parent
+    assert logged_files(str(tmp_path / "fresh"), str(src)) == []  # a first start
+
+
+class _Measured:
+    """A source adapter whose records per cap unit are given (the seam :func:`capped` asks)."""
+
+    def __init__(self, field: str | None, per_unit: float | None) -> None:
+        self.cap_field, self.per_unit = field, per_unit
+
+    def records_per_cap_unit(self, spark, source, checkpoint):
+        return self.per_unit
+
+
+@pytest.mark.parametrize(
+    ("source", "per_unit", "records", "field", "expected"),
+    [
+        ("burst", 1.0, 1_500, "max_records_per_batch", 1_500),
+        ("burst-own-lower", 1.0, 1_500, "max_records_per_batch", 900),
+        ("files", 400.0, 1_500, "max_files_per_trigger", 3),  # whole files, rounded down
+        ("files", 4_000.0, 1_500, "max_files_per_trigger", 1),  # never less than one file
+        ("files-own-lower", 400.0, 40_000, "max_files_per_trigger", 2),
+        ("files", None, 1_500, "max_files_per_trigger", None),  # unknown: not capped
+        ("files", 400.0, None, "max_files_per_trigger", None),  # no cap asked
+    ],
+)
+def test_capped_turns_records_into_the_unit_the_source_limits(
+    monkeypatch, source, per_unit, records, field, expected
+) -> None:
+    import operators.sources as sources
+
+    models = {"burst": BURST, "burst-own-lower": BURST.model_copy(
+        update={"max_records_per_batch": 900}), "files": FILES,
+        "files-own-lower": FILES.model_copy(update={"max_files_per_trigger": 2})}
+    model = models[source]
+    monkeypatch.setattr(sources, "adapter_for", lambda s: _Measured(field, per_unit))
+    assert getattr(sources.capped(None, model, records, "/cp"), field) == expected
