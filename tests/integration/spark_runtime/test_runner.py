@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from contracts.manifests import load_job
 from operators import state
@@ -300,61 +299,3 @@ def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_
     assert st["resumedFromBatch"] == last and st["lastCommittedBatch"] == last, st
     assert all(_metric(r2.metrics(), m) == 0 for m in waiting), r2.metrics()
     assert r2.stop() == 0
-
-
-def _files_per_batch(cp: Path) -> dict[int, int]:
-    """Files each batch read, from the file source's own log in the checkpoint."""
-    out: dict[int, int] = {}
-    for name in (cp / "sources" / "0").iterdir():
-        if not name.name.removesuffix(".compact").isdigit():
-            continue  # Hadoop's .crc files
-        for line in name.read_text().splitlines()[1:]:
-            b = json.loads(line)["batchId"]
-            out[b] = out.get(b, 0) + 1
-    return dict(sorted(out.items()))
-
-
-def test_a_file_source_restart_reads_its_pile_in_files_the_cap_allows(
-    start_runner, tmp_path, local_spark
-):
-    """A file source limits files, not records (``maxFilesPerTrigger``). A runner started with
-    a record cap on a checkpoint that already read files measures records per file on the
-    files it logged (200 here) and caps each batch at ``cap // 200`` files: the pile of files
-    that arrived while it was down drains two files per batch, each record counted once."""
-    incoming, per_file = tmp_path / "in", 200
-
-    def drop(first: int, n: int) -> None:
-        for i in range(first, first + n):
-            rows = "".join(f'{{"key": "k{(i * per_file + j) % 7}"}}\n' for j in range(per_file))
-            tmp = incoming / f".f{i:03d}.json"
-            tmp.write_text(rows)
-            tmp.rename(incoming / f"f{i:03d}.json")  # atomic, as Spark's file source asks
-
-    incoming.mkdir()
-    drop(0, 3)
-    job = write_job(tmp_path / "job", partitions=4)
-    spec = yaml.safe_load(job.read_text())
-    spec["spec"]["source"] = {"type": "files", "path": str(incoming), "format": "json",
-                              "schema": "key STRING"}
-    job.write_text(yaml.safe_dump(spec))
-    cp = tmp_path / "job" / "cp"
-
-    r = start_runner(job)
-    r.wait(lambda s: s["lastCommittedBatch"] is not None, 120, "the first files read")
-    assert r.stop() == 0
-    before = _files_per_batch(cp)
-    assert sum(before.values()) == 3, before
-
-    drop(3, 12)  # the pile of the outage: 12 files, 2,400 records
-    r2 = start_runner(["--job", str(job), "--max-records-per-batch", "500"])
-    r2.wait(lambda s: sum(_files_per_batch(cp).values()) == 15
-            and s["lastCommittedBatch"] == max(_files_per_batch(cp)), 180, "the pile read")
-    after = {b: n for b, n in _files_per_batch(cp).items() if b not in before}
-    print("files per batch before the restart", before, "after (cap 500 records)", after)
-    assert max(after.values()) == 2 and len(after) == 6, after  # 500 // 200 files each
-    assert "records per file measured" in r2.log_path.read_text()
-    assert r2.stop() == 0
-
-    out = local_spark.read.parquet(str(tmp_path / "job" / "out")).toPandas()
-    latest = out.sort_values("batch_id").drop_duplicates("key", keep="last")
-    assert int(latest["count"].sum()) == 15 * per_file, latest  # every record once
