@@ -189,7 +189,8 @@ def cap_file_reader(reader: Any, fmt: str, cap: int, load_options: dict[str, Any
     opts = {**recorded, **{k.lower(): _option_text(v) for k, v in load_options.items()
                            if isinstance(v, str | int | float | bool)}}
     own = opts.pop("maxfilespertrigger", None)
-    opts.pop("path", None)
+    for streaming_only in ("path", "schema"):  # the count reads the logged files, inferring
+        opts.pop(streaming_only, None)
     spark = reader._spark
     per_file = records_per_logged_file(
         starter.job.spec.checkpoint.location, path,

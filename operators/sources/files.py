@@ -69,10 +69,11 @@ def read_files(
 
 
 def _location(path: str) -> tuple[str, str, str]:
-    """``(scheme, host, path)`` of a path or URI; a local path and ``file:`` are one scheme."""
+    """``(scheme, host, path)`` of a path or URI; a local path (absolute from the working
+    directory, as Spark qualifies it) and ``file:`` are one scheme."""
     u = urlparse(path)
     if u.scheme in ("", "file"):
-        return ("file", "", os.path.normpath(unquote(u.path)))
+        return ("file", "", os.path.abspath(unquote(u.path)))
     return (u.scheme, u.netloc, unquote(u.path).rstrip("/"))
 
 

@@ -204,3 +204,11 @@ def test_capped_turns_records_into_the_unit_the_source_limits(
     model = models[source]
     monkeypatch.setattr(sources, "adapter_for", lambda s: _Measured(field, per_unit))
     assert getattr(sources.capped(None, model, records, "/cp"), field) == expected
+
+
+def test_logged_files_match_a_relative_source_path(tmp_path, monkeypatch) -> None:
+    from operators.sources.files import logged_files
+
+    _source_log(tmp_path / "cp", 0, "0", [(f"file:{tmp_path}/in/a.json", 0)])  # file:/abs form
+    monkeypatch.chdir(tmp_path)
+    assert logged_files(str(tmp_path / "cp"), "in")[0].endswith("/in/a.json")
