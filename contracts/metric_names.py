@@ -123,6 +123,10 @@ BATCH_IN_FLIGHT_ID = _gauge("batch_in_flight_id", "Id of the running micro-batch
 BATCH_IN_FLIGHT_ROWS = _gauge("batch_in_flight_input_rows", "Source records the running batch "
                               "reads (its planned end offsets less the previous batch's); "
                               "absent when unknown or none runs.")
+ADMISSION_CAP = _gauge("admission_cap_records", "Records per micro-batch the admission cap "
+                       "of the query's last start allows (the controller's: runner "
+                       "--max-records-per-batch, a repartition's maxRecordsPerBatch); absent "
+                       "when it set none.")
 QUERY_FAILURES = _counter("query_failures", "Query terminations with an error.")
 FAILED_TASKS = _counter("failed_tasks", "Failed tasks in the job's stages.")
 ACTIONS = _counter("actions", "Control actions by kind and outcome.",

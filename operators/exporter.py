@@ -132,6 +132,7 @@ class RunnerMetrics:
         self.in_flight_start = g(M.BATCH_IN_FLIGHT_START)
         self.in_flight_id = g(M.BATCH_IN_FLIGHT_ID)
         self.in_flight_rows = g(M.BATCH_IN_FLIGHT_ROWS)
+        self.admission_cap = g(M.ADMISSION_CAP)
         self._in_flight: int | None = None
         self._committed: int | None = None
         self.failures = c(M.QUERY_FAILURES)
@@ -172,6 +173,14 @@ class RunnerMetrics:
             self.task_slots.labels(self.job).set(live * cores)
         if target is not None:
             self.target_executors.labels(self.job).set(target)
+
+    def set_admission_cap(self, records: int | None) -> None:
+        """The admission cap the query was started with (records per batch; None: none)."""
+        if records is None:
+            with contextlib.suppress(KeyError):
+                self.admission_cap.remove(self.job)
+        else:
+            self.admission_cap.labels(self.job).set(records)
 
     def observe_progress(self, p: dict[str, Any], backlog: Backlog | None) -> None:
         """One ``StreamingQueryProgress`` (as JSON dict): set every per-batch metric."""

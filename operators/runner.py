@@ -251,6 +251,7 @@ class JobRunner(RunnerActions):
         self._query_started_at = time.time()
         self.query = self.starter.start(self.spark,
                                         max_records_per_batch=self.max_records_per_batch)
+        self.metrics.set_admission_cap(self.max_records_per_batch)
         self.query_id = str(self.query.id)
         self.file_sink = state.file_sink_path(self.query)  # a repartition logs its batch there
 

@@ -46,6 +46,7 @@ SCALARS: dict[str, str] = {
     "batch_in_flight_seconds": "time() - max(" + _m(M.BATCH_IN_FLIGHT_START.full) + " > 0)",
     "batch_in_flight_rows": "max(" + _m(M.BATCH_IN_FLIGHT_ROWS.full) + ")",
     "last_restart_seconds": "max(" + _m(M.LAST_RESTART_SECONDS.full) + ")",
+    "admission_cap_records": "max(" + _m(M.ADMISSION_CAP.full) + ")",
 }
 """Snapshot field -> query returning one series (or none)."""
 

@@ -113,6 +113,7 @@ SCALAR_RULES: dict[str, Rule] = {
     "batch_in_flight_seconds": Rule(M.BATCH_IN_FLIGHT_START, "age"),
     "batch_in_flight_rows": Rule(M.BATCH_IN_FLIGHT_ROWS, "max"),
     "last_restart_seconds": Rule(M.LAST_RESTART_SECONDS, "max"),
+    "admission_cap_records": Rule(M.ADMISSION_CAP, "max"),
 }
 """promql.SCALARS, field by field."""
 

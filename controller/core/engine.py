@@ -24,7 +24,9 @@ The pipeline, in order (each step may end in a hold that says why):
    scalability coefficient);
 5. a repartition or recovery caps the batches of the query it starts
    (:mod:`~controller.core.admission`), so what piled up while the job was down drains in batches
-   the SLO allows instead of one giant batch.
+   the SLO allows instead of one giant batch; a cap that binds (its batches read all of it and
+   end early while the job falls behind) is lifted first, by a restart at the same layout with
+   a cap sized from those batches (:mod:`~controller.core.caplift`).
 
 Every threshold is a policy field (:mod:`contracts.policy`) except
 :data:`~controller.core.sizing.WORTHWHILE_SHARE`, the capacity model's wall-time fit
@@ -35,8 +37,9 @@ Every threshold is a policy field (:mod:`contracts.policy`) except
 :data:`~controller.core.taskcost.MIN_FIXED_SHARE`,
 :data:`~controller.core.capacity.MAX_FIXED_SHARE`) and the scale-in flip back-off
 (:data:`~controller.core.guards.FLIP_BACKOFF`, :data:`~controller.core.guards.FLIP_MEMORY`)
-and the admission cap's batch length (:data:`~controller.core.admission.ADMISSION_BATCH_TRIGGERS`),
-documented where they are declared.
+and the admission cap's batch length (:data:`~controller.core.admission.ADMISSION_BATCH_TRIGGERS`)
+and when a cap binds (:data:`~controller.core.caplift.CAP_READ_SHARE`,
+:data:`~controller.core.caplift.CAP_LIFT_GAIN`), documented where they are declared.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from dataclasses import replace
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
 from controller.core.capacity import CapacityModel, state_holders
+from controller.core.caplift import lift
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import diagnose, failure_evidence
 from controller.core.failure import recover, restart_in_flight
@@ -149,7 +153,11 @@ def _without_model(x: Inputs, diagnosis: Diagnosis) -> Decision:
 
 
 def _resize(x: Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
-    """Size the job (DS2), then let the guards decide whether to act on it."""
+    """Lift an admission cap that binds; else size the job (DS2), then let the guards decide
+    whether to act on it."""
+    lifted = lift(x, model, diagnosis)
+    if lifted is not None:
+        return lifted
     d = demand(x, model)
     p = plan(x, model, d.required, d.arrival)
     return band(x, model, d, p, sizing_of(x, model, d, p), diagnosis)

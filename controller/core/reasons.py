@@ -79,3 +79,7 @@ class Reason(StrEnum):
     RECOVER_FAILURE = "RecoverFromFailure"
     SCALE_OUT_MEMORY = "ScaleOutForMemory"
     """More executors so the memory in use spreads below the target utilization."""
+    ADMISSION_CAP_BOUND = "AdmissionCapBound"
+    """The admission cap the query started with binds (its batches read all of it, end early,
+    and the job falls behind): restart at the same layout with a larger one
+    (:mod:`controller.core.caplift`)."""

@@ -141,6 +141,11 @@ class MetricsSnapshot(Model):
         default=None, ge=0, description="Source records the running batch reads (its planned "
         "offsets); None when unknown or none runs."
     )
+    admission_cap_records: float | None = Field(
+        default=None, ge=0, description="Records per batch the admission cap of the query's "
+        "last start allows (the controller's, :mod:`controller.core.admission`); None when it "
+        "set none."
+    )
 
     _finite = field_validator("*", mode="before")(_finite_or_none)
 

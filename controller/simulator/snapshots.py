@@ -95,6 +95,7 @@ def build_snapshot(
         "arrival_rate": noise(_arrival_rate(job, now, window)),
         "last_committed_batch": job.batches[-1].id if job.batches else -1,
         "last_restart_seconds": job.last_restart_seconds,
+        "admission_cap_records": job.admission,
     }
     running = job.batch
     if running is not None and running.start <= now:  # as the runner reports it: start, rows

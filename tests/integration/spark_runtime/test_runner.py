@@ -196,6 +196,8 @@ def test_a_recovery_from_a_checkpoint_that_ends_on_a_commit_reads_its_pile_cappe
                        "--max-records-per-batch", str(CAP)])
     st = _batches_after(r2, ends.last_committed_batch, 4)
     assert st["partitions"] == 6 and st["lastError"] is None, st
+    # the cap the query started with, as the controller reads it (controller/core/caplift.py)
+    assert _metric(r2.metrics(), "stream_autoscaler_admission_cap_records") == CAP
     read = _records_per_batch(cp, ends.last_committed_batch)
     print(f"batches after a recovery from batch {ends.last_committed_batch} (committed)", read)
     assert read[ends.last_committed_batch + 1] == 0  # the repartition's own batch

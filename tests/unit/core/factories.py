@@ -155,3 +155,32 @@ def check(case: Case) -> None:
         assert d.diagnosis.kind == case.diagnosis, d.diagnosis.evidence
     if case.message_has:
         assert case.message_has in d.message
+
+
+CAP = 97_911
+"""The cap the demo's restart set: records per batch."""
+
+
+def capped(**kw: Any) -> MetricsSnapshot:
+    """Capped batches that bind (the demo of 2026-11-27, controller/core/caplift.py): three
+    executors whose batches read ``rows_per_batch`` (default: the whole cap) in
+    ``batch_seconds`` (default 0.9 s of a 1 s trigger), light on CPU, while 142,786 records/s
+    arrive and a pile of 2 M waits."""
+    rows_per_batch = kw.pop("rows_per_batch", CAP)
+    seconds = kw.pop("batch_seconds", 0.9)
+    batches = 30
+    rows = rows_per_batch * batches
+    stages = (
+        StageMetrics(name="source", kind="source", partitions=3, rows=rows,
+                     busy_seconds=rows * 2e-6),
+        StageMetrics(name="counts", kind="stateful", partitions=3, rows=rows,
+                     busy_seconds=rows * 4e-6, state_bytes=5e7, state_rows=2_000),
+    )  # fmt: skip
+    fields: dict[str, Any] = {
+        "arrival": 142_786, "executors": 3, "partitions": 3, "backlog": 2e6, "age": 15,
+        "stages": stages, "batches": batches, "trigger_interval_seconds": 1.0,
+        "batch_duration_seconds": seconds, "processed_rate": rows / 30,
+        "admission_cap_records": CAP,
+    }  # fmt: skip
+    fields.update(kw)
+    return snapshot(**fields)

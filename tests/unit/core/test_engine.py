@@ -20,6 +20,7 @@ from controller.core import (
 from tests.unit.core.factories import (
     NOW,
     Case,
+    capped,
     check,
     history,
     policy,
@@ -97,6 +98,13 @@ HOLD, SCALE, REPART, RECOVER = Action.HOLD, Action.SCALE, Action.REPARTITION, Ac
 
 CASES = [
     Case("within band holds", snapshot(), (HOLD, Reason.WITHIN_BAND, None, None)),
+    Case(
+        "an admission cap that binds is lifted by a restart as the job is",
+        capped(),
+        (REPART, Reason.ADMISSION_CAP_BOUND, 3, 3),
+        policy=policy(executors={"min": 1, "max": 3}),
+        message_has="the admission cap binds",
+    ),
     Case(
         "idle at the minimum says so",
         snapshot(arrival=500),
