@@ -20,7 +20,8 @@ from .conftest import write_job
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 RATE = 6_000
-"""Records/s the burst source delivers: several times the starting cap per 1 s trigger."""
+"""The trace's input rate (records/s; the source delivered ~3,000/s on this machine): either
+way several times what the starting cap lets through at a 1 s trigger."""
 START_CAP = 1_000
 """The cap the runner starts with (records per batch)."""
 
