@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+from contracts.runner_api import MAX_RECORDS_PER_BATCH
 from controller.core.admission import admission_cap
 from controller.core.capacity import CapacityModel, records_in_window
 from controller.core.cooldown import cooldown
@@ -40,8 +41,6 @@ CAP_LIFT_GAIN = 1.5
 """The cap is lifted only when its batches end within the span it was sized for by at least
 this factor, so the restart's new cap is at least this many times the old: a restart costs
 downtime, not worth paying for a small correction."""
-MAX_CAP_RECORDS = 1_000_000_000
-"""The largest cap the runner accepts (``contracts.runner_api.MAX_RECORDS_PER_BATCH``)."""
 
 
 def settled(x: Inputs) -> bool:
@@ -83,7 +82,7 @@ def lift(x: Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision | No
     downtime = repartition_downtime(x)
     if not restart_within_budget(x, can_restart(x, model, downtime), downtime):
         return None
-    lifted = min(math.ceil(cap * planned.span_seconds / seconds), MAX_CAP_RECORDS)
+    lifted = min(math.ceil(cap * planned.span_seconds / seconds), MAX_RECORDS_PER_BATCH)
     n, parts = model.current_executors, model.current_partitions
     return Decision(
         action=Action.REPARTITION,
