@@ -169,6 +169,13 @@ class LagPolicy(SpecModel):
     )
 
 
+EVALUATION_INTERVAL_FLOOR_SECONDS = 1.0
+"""The shortest evaluation interval: each evaluation of a job reads its metrics and writes its
+status, so a policy at 1e-9 s made every job that references it a hot loop against the API
+server (and ``simulate`` at 5e-324 s never ended). No Spark trigger is shorter than ~1 s that
+an evaluation could follow (tests/unit/contracts/test_strict_models.py)."""
+
+
 class TimingPolicy(SpecModel):
     """When the engine looks, how much it trusts, and how long it waits between actions."""
 
@@ -182,7 +189,9 @@ class TimingPolicy(SpecModel):
     )
 
     evaluation_interval_seconds: float = Field(
-        default=10.0, gt=0, le=3600, description="Evaluate every this many seconds (s)."
+        default=10.0, ge=EVALUATION_INTERVAL_FLOOR_SECONDS, le=3600,
+        description="Evaluate every this many seconds (s); at least 1 s (every evaluation "
+        "writes the job's status to the API server).",
     )
     window_seconds: float = Field(
         default=30.0,

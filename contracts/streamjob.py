@@ -33,6 +33,8 @@ from contracts.pipeline import (
 )
 from contracts.sources import BurstSource, FileSource, KafkaSource, Source
 from contracts.spark import (
+    ALLOWED_SPARK_CONF,
+    CLUSTER_CONTEXT,
     IN_CLUSTER_MASTER,
     PROTECTED_SPARK_CONF,
     SPARK_CONF_MAX_ENTRIES,
@@ -40,17 +42,19 @@ from contracts.spark import (
     SparkSpec,
     jvm_bytes,
     protected_spark_key,
+    spark_conf_problem,
 )
 
 __all__ = [
-    "IN_CLUSTER_MASTER", "PROTECTED_SPARK_CONF", "SPARK_CONF_MAX_ENTRIES", "ActionIntent",
+    "ALLOWED_SPARK_CONF", "CLUSTER_CONTEXT", "IN_CLUSTER_MASTER", "PROTECTED_SPARK_CONF",
+    "SPARK_CONF_MAX_ENTRIES", "ActionIntent",
     "AggregateOp", "Aggregation", "Application", "AttachSpec", "BurstSource", "Checkpoint",
     "CheckpointVolume",
     "Condition", "CustomOp", "DecisionRecord", "DeduplicateOp", "EventTimeWindow",
     "ExecutorSpec", "ExecutorStatus", "FileSource", "FilterOp", "JoinOp", "JoinSide",
     "KafkaSource", "Name", "Operator", "ParseOp", "PolicyRef", "ProjectOp", "SecretKeyRef",
     "Sink", "Source", "SparkSpec", "StreamJob", "StreamJobSpec", "StreamJobStatus", "Trigger",
-    "Watermark", "jvm_bytes", "protected_spark_key",
+    "Watermark", "jvm_bytes", "protected_spark_key", "spark_conf_problem",
 ]
 
 # --- sinks and the rest of the spec ---------------------------------------------------------
@@ -186,10 +190,6 @@ class Checkpoint(SpecModel):
         return self.volume is not None or self.on_object_store
 
 
-CLUSTER_CONTEXT = "in_cluster"
-"""Validation context key: validate as the API server does for a job it runs in pods
-(``StreamJob.model_validate(doc, context={CLUSTER_CONTEXT: True})``), where the CRD's CEL
-rules hold; a local ``runner --job`` may checkpoint to a plain directory."""
 
 
 def _under(path: str, mount: str) -> bool:

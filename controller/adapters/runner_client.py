@@ -55,8 +55,10 @@ class RunnerClient:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
+            # never a redirect: the host the URL policy allowed is the only host called
             r = self._session.request(
-                method, self.base_url + path, json=body, timeout=REQUEST_TIMEOUT_SECONDS
+                method, self.base_url + path, json=body, timeout=REQUEST_TIMEOUT_SECONDS,
+                allow_redirects=False,
             )
         except requests.RequestException as e:
             raise RunnerUnavailable(f"{self.base_url}: {type(e).__name__}") from e
@@ -66,7 +68,7 @@ class RunnerClient:
             data = {"error": r.text[:200]}
         if not isinstance(data, dict):
             data = {"error": f"not a JSON object: {str(data)[:200]}"}
-        if r.status_code >= 400:
+        if r.status_code >= 300:  # a 3xx is an answer we do not follow
             raise RunnerRefused(r.status_code, data)
         return data
 

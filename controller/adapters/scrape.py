@@ -178,7 +178,8 @@ def requests_fetch(timeout_seconds: float = SCRAPE_TIMEOUT_SECONDS,
 
     def fetch(url: str) -> tuple[int, str]:
         deadline = time.monotonic() + timeout_seconds
-        with session.get(url, timeout=timeout_seconds, stream=True) as r:
+        # never a redirect: the host the URL policy allowed is the only host called
+        with session.get(url, timeout=timeout_seconds, stream=True, allow_redirects=False) as r:
             body = bytearray()
             # read1: whatever has arrived (iter_content would block until 64 kB or the end,
             # so a drip would never reach the deadline check)

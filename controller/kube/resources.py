@@ -11,11 +11,12 @@ the finalizer has stopped the query at a batch boundary). The driver runs the ru
 ``--master k8s://...``: Spark creates the executor pods under the drivers' ServiceAccount and
 reaches the driver through the headless Service.
 
-Least privilege (docs/security.md): the settings the controller owns win over the job's
-(``contracts.streamjob.PROTECTED_SPARK_CONF``, which the job may not set at all); the driver and
-executor pods meet the ``restricted`` Pod Security Standard; Spark's RPC is authenticated and the
-UI cannot kill jobs; a NetworkPolicy lets only the controller and Prometheus reach the driver's
-control and metrics ports, and only the job's own executors its RPC ports.
+Least privilege (docs/security.md): a job sets only the allowed Spark settings
+(``contracts.streamjob.ALLOWED_SPARK_CONF``), never the ones the controller owns
+(``PROTECTED_SPARK_CONF``); the driver and executor pods meet the ``restricted`` Pod Security
+Standard; Spark's RPC is authenticated and the UI cannot kill jobs; a NetworkPolicy lets only
+the controller and Prometheus reach the driver's control and metrics ports, and only the job's
+own executors its RPC ports.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ import yaml
 
 from contracts.api import GROUP_VERSION
 from contracts.runner_api import TOKEN_ENV
-from contracts.streamjob import CREDENTIAL_KEYS, IN_CLUSTER_MASTER, StreamJob, protected_spark_key
+from contracts.streamjob import (
+    CREDENTIAL_KEYS,
+    IN_CLUSTER_MASTER,
+    StreamJob,
+    spark_conf_problem,
+)
 from controller.kube.settings import ManagedSettings
 
 Obj = dict[str, Any]
@@ -142,11 +148,11 @@ def owned_spark_conf(job: StreamJob, names: Names, s: ManagedSettings) -> dict[s
 def runner_manifest(job: StreamJob, names: Names, s: ManagedSettings, executors: int) -> str:
     """The StreamJob manifest the driver runs: the user's spec plus Spark-on-Kubernetes conf.
 
-    The user's settings win over the controller's defaults (ports, executor shape), never over
-    the settings the controller owns: the model refuses those in a StreamJob, and should one
-    be stored anyway (an object older than the rule) it is dropped here.
+    The user's settings are the allowed ones only (``contracts.streamjob.ALLOWED_SPARK_CONF``):
+    the model refuses any other in a StreamJob, and should one be stored anyway (an object
+    older than the rule) it is dropped here, so it never reaches the driver's SparkConf.
     """
-    user = {k: v for k, v in job.spec.spark.conf.items() if protected_spark_key(k) is None}
+    user = {k: v for k, v in job.spec.spark.conf.items() if spark_conf_problem(k, v) is None}
     conf = {
         "spark.driver.host": names.host(),
         "spark.driver.bindAddress": "0.0.0.0",

@@ -38,6 +38,13 @@ def policy(tmp_path: Path, body: str, header: str = HEADER) -> Path:
          "spec.timing.staleAfterSeconds (nan): Input should be a finite number"),
         ("spec: {partitions: {restartSeconds: 1e308}}\n",
          "spec.partitions.restartSeconds (1e+308): Input should be less than or equal to 3600"),
+        # a hot loop of status writes against the API server (simulate never ended at 5e-324)
+        ("spec: {timing: {evaluationIntervalSeconds: 1e-9}}\n",
+         "spec.timing.evaluationIntervalSeconds (1e-09): Input should be greater than or equal "
+         "to 1"),
+        ("spec: {timing: {evaluationIntervalSeconds: 5e-324}}\n",
+         "spec.timing.evaluationIntervalSeconds (5e-324): Input should be greater than or "
+         "equal to 1"),
         ("spec: {diagnosis: {noProgressSeconds: 1e9}}\n",
          "spec.diagnosis.noProgressSeconds (1000000000.0): Input should be less than or equal"),
         ("spec: {safety: {maxScaleUpFactor: 1000}}\n",
@@ -45,7 +52,8 @@ def policy(tmp_path: Path, body: str, header: str = HEADER) -> Path:
         ("spec: {executors: {max: 8}, executors: {max: 9}}\n", "duplicate key 'executors'"),
     ],
     ids=["bool-as-int", "string-as-int", "string-as-float", "infinity", "nan",
-         "restart-1e308", "no-progress-1e9", "scale-up-factor-1000", "duplicate-key"],
+         "restart-1e308", "interval-1e-9", "interval-denormal", "no-progress-1e9",
+         "scale-up-factor-1000", "duplicate-key"],
 )
 def test_policy_values_are_taken_literally(tmp_path: Path, body: str, expected: str) -> None:
     with pytest.raises(ManifestError) as e:

