@@ -22,7 +22,9 @@ simulate: setup
 	$(SA) simulate --trace traces/burst.csv --baseline all --out out/simulate
 
 ## The README's test command: lint, the pure core, then every tier against real components.
-test: setup tools node-deps browser
+## hack/prepare.sh installs what the tiers need in two timed lanes (the Go compile beside apt).
+test:
+	hack/prepare.sh
 	hack/test.sh
 
 ## Static checks: style, types of the pure core, and the layering (import-linter, pyproject.toml).

@@ -1,39 +1,45 @@
-"""Suite-wide: each tier's wall time, printed at the end of every run.
-
-A tier is a folder under tests/ (``unit``, ``integration/<component>``, ``e2e``); its time is the
-sum of its tests' setup, call and teardown, so a slow fixture shows against the tier that pays it.
+"""Suite-wide: a machine-speed probe before the first test, and each tier's wall time, the
+machine's CPU time over it and its budget, printed at the end of every run (tests/timing.py).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from pathlib import Path
+import os
+import time
+from collections.abc import Generator
 
 import pytest
 
-_TIER_SECONDS: dict[str, float] = defaultdict(float)
-_TIER_TESTS: dict[str, int] = defaultdict(int)
+from tests.timing import TierClock, machine_busy_seconds, probe_seconds, tier_of
+
+_CLOCK = TierClock()
 
 
-def _tier(nodeid: str) -> str:
-    parts = Path(nodeid.split("::")[0]).parts
-    if len(parts) > 2 and parts[1] == "integration":
-        return "/".join(parts[1:3])
-    return parts[1] if len(parts) > 1 else parts[0]
+def pytest_report_header(config: pytest.Config) -> str:
+    return (f"machine: {os.cpu_count()} cores, speed probe {probe_seconds():.3f} s "
+            "(lower is faster; docs/benchmark.md gives the reference machine's)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    t0, busy0 = time.monotonic(), machine_busy_seconds()
+    yield
+    busy1 = machine_busy_seconds()
+    cpu = None if busy0 is None or busy1 is None else busy1 - busy0
+    _CLOCK.add(tier_of(item.nodeid), time.monotonic() - t0, cpu, item.nodeid)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    tier = _tier(report.nodeid)
-    _TIER_SECONDS[tier] += report.duration
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        _TIER_TESTS[tier] += 1
+        _CLOCK.count(tier_of(report.nodeid))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not _TIER_SECONDS:
+    if not _CLOCK.wall:
         return
+    terminalreporter.section("slowest tests (wall, the machine's CPU share over it)")
+    for line in _CLOCK.slowest():
+        terminalreporter.write_line(line)
     terminalreporter.section("time per tier")
-    for tier, secs in sorted(_TIER_SECONDS.items(), key=lambda kv: -kv[1]):
-        terminalreporter.write_line(f"{tier:32} {_TIER_TESTS[tier]:4d} tests {secs:8.1f} s")
-    terminalreporter.write_line(f"{'total':32} {sum(_TIER_TESTS.values()):4d} tests "
-                                f"{sum(_TIER_SECONDS.values()):8.1f} s")
+    for line in _CLOCK.lines():
+        terminalreporter.write_line(line)

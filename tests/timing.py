@@ -1,0 +1,156 @@
+"""Where `make test`'s time goes: each tier's wall time, the machine's CPU time over it, a
+machine-speed probe, and the budgets the tiers are held to.
+
+A tier is a folder under tests/ (``unit``, ``integration/<component>``, ``e2e``). Its wall time
+is the sum of its tests' setup, call and teardown, so a slow fixture shows against the tier that
+pays it. Its CPU time is the whole machine's busy time (``/proc/stat``, every core, every
+process: the JVMs, the test bed's servers and the pods count too) over the same intervals, so
+``cpu / (wall x cores)`` says whether a tier computes or waits: a tier near 100% gains nothing
+from parallel workers on this machine, one near 20% waits on clocks, traces or I/O.
+
+The probe is one fixed CPU-bound loop, timed before the first test, so figures from different
+days and machines can be compared (docs/benchmark.md records the reference machine's figure).
+
+Budgets are printed, not enforced: a tier past its budget is named in the run's summary, so a
+tier that grows shows in the next CI log instead of when CI times out (tests/unit/test_timing.py
+holds the arithmetic).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TIER_BUDGET_SECONDS: dict[str, float] = {
+    "unit": 90,
+    "fuzz": 45,
+    "integration/metrics": 90,
+    "integration/spark_pipelines": 120,
+    "integration/spark_runtime": 600,
+    "integration/k8s": 420,
+    "integration/kafka": 360,
+    "integration/node": 540,
+    "integration/s3": 180,
+    "integration/cgroups": 30,
+    "integration/report": 30,
+    "e2e": 300,
+}
+"""Seconds of wall time each tier may take on the reference machine (2 cores, probe ~1 s). Their
+sum is the suite's budget: with `make lint`, the venv and the image check it keeps a warm
+`make test` under 40 minutes, the target that leaves CI's 90 minutes for a slow day (1.5-2x)."""
+
+SUITE_BUDGET_SECONDS = sum(TIER_BUDGET_SECONDS.values())
+
+SLOWEST_SHOWN = 25
+"""How many of the slowest tests the summary lists with their CPU share."""
+
+PROBE_LOOPS = 4_000_000
+"""The probe's work: a pure-Python loop (the interpreter's speed is what the controller, the
+runner and pytest itself spend), long enough to time (~0.3-0.5 s) and short enough to pay on
+every run."""
+
+
+def tier_of(nodeid: str) -> str:
+    parts = Path(nodeid.split("::")[0]).parts
+    if len(parts) > 2 and parts[1] == "integration":
+        return "/".join(parts[1:3])
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def machine_busy_seconds(stat: Path = Path("/proc/stat")) -> float | None:
+    """CPU-seconds the whole machine has been busy since boot (all cores), or None where
+    /proc/stat is missing (not Linux): then the table shows wall time only."""
+    try:
+        first = stat.read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    # cpu user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait
+    ticks = [int(v) for v in first[1:9]]
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def probe_seconds(loops: int = PROBE_LOOPS) -> float:
+    """The best of three timings of a fixed pure-Python loop: lower is a faster machine."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        acc = 0
+        for i in range(loops):
+            acc += i & 7
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@dataclass
+class TierClock:
+    """Wall and machine CPU per tier, and each tier against its budget."""
+
+    busy: Callable[[], float | None] = machine_busy_seconds
+    cores: int = field(default_factory=lambda: os.cpu_count() or 1)
+    wall: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cpu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    tests: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    per_test: list[tuple[float, float | None, str]] = field(default_factory=list)
+    has_cpu: bool = True
+
+    def add(self, tier: str, wall: float, cpu: float | None, test: str = "") -> None:
+        self.wall[tier] += wall
+        self.per_test.append((wall, cpu, test or tier))
+        if cpu is None:
+            self.has_cpu = False
+        else:
+            self.cpu[tier] += cpu
+
+    def share(self, cpu: float, wall: float) -> float:
+        """Percent of the machine busy over ``wall``; at most 100 (/proc/stat counts in 10 ms
+        ticks, so a test of a few ms can read more)."""
+        return min(100.0, 100 * cpu / (wall * self.cores))
+
+    def slowest(self, n: int = SLOWEST_SHOWN) -> list[str]:
+        """The ``n`` slowest tests (setup and teardown included), each with the machine's CPU
+        share over it: where a cut of waiting would pay, and where only less work would."""
+        out = []
+        for wall, cpu, test in sorted(self.per_test, key=lambda r: -r[0])[:n]:
+            share = (f"{self.share(cpu, wall):4.0f}%" if cpu is not None and wall > 0
+                     else f"{'-':>5}")
+            out.append(f"{wall:8.1f} s {share}  {test}")
+        return out
+
+    def count(self, tier: str) -> None:
+        self.tests[tier] += 1
+
+    def over_budget(self) -> list[tuple[str, float, float]]:
+        """(tier, wall, budget) for every tier past its budget; a tier without one is over."""
+        return [(t, w, TIER_BUDGET_SECONDS.get(t, 0.0)) for t, w in self.wall.items()
+                if w > TIER_BUDGET_SECONDS.get(t, 0.0)]
+
+    def lines(self) -> list[str]:
+        out = [f"{'tier':30} {'tests':>5} {'wall s':>8} {'cpu s':>8} {'busy':>5} {'budget':>7}"]
+        rows = sorted(self.wall.items(), key=lambda kv: -kv[1])
+        for tier, wall in rows:
+            out.append(self._row(tier, self.tests[tier], wall, self.cpu.get(tier, 0.0),
+                                 TIER_BUDGET_SECONDS.get(tier)))
+        total_wall = sum(self.wall.values())
+        out.append(self._row("total", sum(self.tests.values()), total_wall,
+                             sum(self.cpu.values()), SUITE_BUDGET_SECONDS))
+        over = self.over_budget()
+        if over:
+            out.append("over budget: " + ", ".join(
+                f"{t} {w:.0f} s > {b:.0f} s" for t, w, b in over))
+        else:
+            out.append(f"every tier within its budget ({total_wall:.0f} s of "
+                       f"{SUITE_BUDGET_SECONDS:.0f} s)")
+        return out
+
+    def _row(self, tier: str, tests: int, wall: float, cpu: float, budget: float | None) -> str:
+        if self.has_cpu and wall > 0:
+            cpu_s, share = f"{cpu:8.1f}", f"{self.share(cpu, wall):4.0f}%"
+        else:
+            cpu_s, share = f"{'-':>8}", f"{'-':>5}"
+        budget_s = f"{budget:7.0f}" if budget is not None else f"{'none':>7}"
+        return f"{tier:30} {tests:5d} {wall:8.1f} {cpu_s} {share} {budget_s}"
