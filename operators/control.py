@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import io
 import json
 import os
 import secrets
+import selectors
+import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,11 +50,28 @@ if TYPE_CHECKING:
 
 _ANSWERED = object()
 """What :meth:`_Handler._body` returns once it has answered (413, 400)."""
-SOCKET_TIMEOUT_SECONDS = 10.0
-"""A request (headers and body) must arrive within this: a slow drip is cut, not held."""
+REQUEST_DEADLINE_SECONDS = 10.0
+"""A whole request (headers and body) must arrive within this from its connection's accept: a
+drip of one byte a second is cut at the deadline, however often it sends (a per-read timeout
+never cut it)."""
 MAX_CONNECTIONS = 16
-"""Requests served at once; more are answered 503 at once. The controller sends one at a time
-per job, a human a few: 60 held connections used to hold 60 threads."""
+"""Requests served at once (their headers complete); more are answered 503 at once. The
+controller sends one at a time per job, a human a few."""
+MAX_PENDING = 256
+"""Connections whose headers have not all arrived. They cost no thread (one selector reads
+them all), so a flood of slow, unauthenticated connections holds no worker; past this many the
+newest is answered 503 and closed."""
+MAX_HEAD_BYTES = 16 * 1024
+"""Request line and headers; longer is answered 431 (the standard library's own limits are
+per line: 64 KiB, 100 headers)."""
+LISTEN_BACKLOG = 512
+"""Connections the kernel queues before the selector accepts them: a burst of a thousand
+connects waits in the queue for a moment instead of timing out (the standard library's 5 left a
+quarter of such a burst waiting over 30 s)."""
+_SERVICE_UNAVAILABLE = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                        b"Connection: close\r\n\r\n")
+_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+              b"Connection: close\r\n\r\n")
 
 
 def load_token(token: str | None = None, token_file: str | Path | None = None) -> str:
@@ -79,54 +100,233 @@ def load_token(token: str | None = None, token_file: str | Path | None = None) -
 
 
 class ControlServer:
-    """A ThreadingHTTPServer in a daemon thread, bound to one runner."""
+    """The control endpoint, bound to one runner: one selector thread accepts connections and
+    reads their request heads without a thread each; ``/healthz`` is answered there at once,
+    every other request by a worker thread (at most :data:`MAX_CONNECTIONS`), each connection
+    within :data:`REQUEST_DEADLINE_SECONDS` of its accept and closed after its answer
+    (tests/unit/operators/test_control_endpoint.py holds each bound)."""
 
     def __init__(self, runner: JobRunner, token: str, host: str = "127.0.0.1",
                  port: int = 0) -> None:
-        handler = type("Handler", (_Handler,), {"runner": runner, "token": token.strip()})
-        self.httpd = _BoundedServer((host, port), handler)
-        self.httpd.daemon_threads = True
-        self.host, self.port = host, int(self.httpd.server_address[1])
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="control",
-                                        daemon=True)
+        self.runner = runner
+        self._handler = type("Handler", (_Handler,), {"runner": runner, "token": token.strip()})
+        self._listener = socket.create_server((host, port), backlog=LISTEN_BACKLOG)
+        self._listener.setblocking(False)
+        self.host, self.port = host, int(self._listener.getsockname()[1])
+        self._selector = selectors.DefaultSelector()
+        self._pending: dict[socket.socket, tuple[float, bytearray, Any]] = {}
+        self._closing: dict[socket.socket, float] = {}
+        self._workers = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="control", daemon=True)
 
     def start(self) -> ControlServer:
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._stopping.set()
+        self._thread.join(timeout=5)
+        for conn in list(self._pending):
+            self._drop(conn)
+        for conn in list(self._closing):
+            self._close(conn)
+        self._selector.close()
+        self._listener.close()
 
+    # --- the selector thread: accepts, reads heads, answers /healthz, hands the rest over ---
 
-class _BoundedServer(ThreadingHTTPServer):
-    """A thread per request, at most MAX_CONNECTIONS at once; the rest get 503 and are closed."""
+    def _serve(self) -> None:
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        while not self._stopping.is_set():
+            for key, _ in self._selector.select(timeout=0.2):
+                if key.fileobj is self._listener:
+                    self._accept()
+                elif key.fileobj in self._closing:
+                    self._linger(key.fileobj)
+                else:
+                    self._read(key.fileobj)  # type: ignore[arg-type]
+            now = time.monotonic()
+            for conn, (deadline, _, _) in list(self._pending.items()):
+                if now > deadline:  # headers never completed: cut, no answer owed
+                    self._drop(conn)
+            for conn, until in list(self._closing.items()):
+                if now > until:
+                    self._close(conn)
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # EMFILE and the like: the kernel keeps the rest queued
+                return
+            if len(self._pending) >= MAX_PENDING:
+                self._refuse(conn, _SERVICE_UNAVAILABLE)
+                continue
+            conn.setblocking(False)
+            self._pending[conn] = (time.monotonic() + REQUEST_DEADLINE_SECONDS, bytearray(),
+                                   address)
+            self._selector.register(conn, selectors.EVENT_READ)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                                b"Connection: close\r\n\r\n")
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def _read(self, conn: socket.socket) -> None:
+        deadline, head, address = self._pending[conn]
         try:
-            super().process_request_thread(request, client_address)
+            chunk = conn.recv(MAX_HEAD_BYTES + 4 - len(head))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._drop(conn)
+            return
+        head += chunk
+        if b"\r\n\r\n" not in head and b"\n\n" not in head:
+            if len(head) > MAX_HEAD_BYTES:
+                self._unregister(conn)
+                self._refuse(conn, _TOO_LARGE)
+            return
+        self._unregister(conn)
+        if head.startswith(b"GET " + Route.HEALTHZ.encode() + b" "):
+            self._healthz(conn)
+        elif not self._workers.acquire(blocking=False):
+            self._refuse(conn, _SERVICE_UNAVAILABLE)
+        else:
+            threading.Thread(target=self._work, args=(conn, bytes(head), address, deadline),
+                             name="control-request", daemon=True).start()
+
+    def _healthz(self, conn: socket.socket) -> None:
+        phase = self.runner.phase
+        ok = phase != Phase.FAILED
+        body = json.dumps(HealthResponse(ok=ok, phase=phase).to_wire()).encode()
+        status = b"200 OK" if ok else b"503 Service Unavailable"
+        self._refuse(conn, b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() +
+                     b"\r\nConnection: close\r\n\r\n" + body)
+
+    def _work(self, conn: socket.socket, head: bytes, address: Any, deadline: float) -> None:
+        try:
+            conn.setblocking(True)
+            conn.settimeout(max(0.01, deadline - time.monotonic()))
+            self._handler(_Connection(conn, head, deadline), address, self)
+        except OSError:
+            pass  # the client went away or missed the deadline: nothing to answer
         finally:
-            self._slots.release()
+            _close_after_answer(conn)
+            self._workers.release()
+
+    def _unregister(self, conn: socket.socket) -> None:
+        self._pending.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn)
+
+    def _drop(self, conn: socket.socket) -> None:
+        self._unregister(conn)
+        with contextlib.suppress(OSError):
+            conn.close()
+
+    def _refuse(self, conn: socket.socket, answer: bytes) -> None:
+        """A short answer (it fits the socket's buffer), then a lingering close that the
+        selector finishes (what the client still sends is dropped until it closes or
+        :data:`LINGER_SECONDS` pass), so this thread never waits on one client."""
+        try:
+            conn.setblocking(False)
+            conn.send(answer)
+            conn.shutdown(socket.SHUT_WR)
+            self._selector.register(conn, selectors.EVENT_READ)
+        except (OSError, ValueError, KeyError):
+            with contextlib.suppress(OSError):
+                conn.close()
+            return
+        self._closing[conn] = time.monotonic() + LINGER_SECONDS
+
+    def _linger(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            if conn.recv(65536):
+                return
+        self._close(conn)
+
+    def _close(self, conn: socket.socket) -> None:
+        self._closing.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn)
+        with contextlib.suppress(OSError):
+            conn.close()
+
+
+LINGER_SECONDS = 0.5
+"""After an answer, what the client still sends is read and dropped for at most this long
+before the close: closing with unread bytes makes the kernel send a reset, which can destroy the
+answer before the client reads it (a 413 or 431 sent before the body or the rest of the head)."""
+LINGER_BYTES = 1 << 20
+
+
+def _close_after_answer(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)  # the answer, then FIN
+        conn.setblocking(True)
+        end, dropped = time.monotonic() + LINGER_SECONDS, 0
+        while dropped < LINGER_BYTES and (left := end - time.monotonic()) > 0:
+            conn.settimeout(left)
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            dropped += len(chunk)
+    with contextlib.suppress(OSError):
+        conn.close()
+
+
+class _Connection:
+    """A connection whose head the selector already read: ``makefile('rb')`` serves the head
+    first, then the socket (the body), so BaseHTTPRequestHandler parses it as usual."""
+
+    def __init__(self, conn: socket.socket, head: bytes, deadline: float) -> None:
+        self._conn, self._head, self._deadline = conn, head, deadline
+
+    def makefile(self, mode: str, buffering: int = -1) -> Any:
+        if "r" in mode:
+            return io.BufferedReader(_Prefixed(self._head, self._conn, self._deadline))
+        return self._conn.makefile(mode, buffering)  # type: ignore[call-overload]
+
+    def settimeout(self, value: float | None) -> None:
+        pass  # the worker set the deadline's remainder already
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class _Prefixed(io.RawIOBase):
+    """The head's bytes, then the socket's, each read within what is left of the deadline (a
+    socket timeout alone is per read: a drip would reset it with every byte)."""
+
+    def __init__(self, head: bytes, conn: socket.socket, deadline: float) -> None:
+        self._head, self._conn, self._deadline = memoryview(head), conn, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request's deadline passed")
+        self._conn.settimeout(left)
+        return self._conn.recv_into(buffer)
 
 
 class _Handler(BaseHTTPRequestHandler):
     runner: JobRunner
     token: str
     server_version = "stream-autoscaler"
-    timeout = SOCKET_TIMEOUT_SECONDS  # StreamRequestHandler sets it on the socket
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self.handle_one_request()  # one request per connection: no idle keep-alive holds a worker
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: structlog logs actions
         pass
@@ -204,6 +404,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()

@@ -206,9 +206,9 @@ def control_campaign(rng: random.Random, count: int) -> list[dict[str, Any]]:
 
     from operators import control
 
-    # the socket timeout's code path, sooner: a body shorter than its Content-Length is waited
-    # for until the timeout, then the connection is closed
-    control._Handler.timeout = 1.0
+    # the deadline's code path, sooner: a body shorter than its Content-Length is waited for
+    # until the whole-request deadline, then the connection is closed
+    control.REQUEST_DEADLINE_SECONDS = 1.0
     server = ControlServer(StandIn(), token="tok").start()  # type: ignore[arg-type]
     out = []
     try:

@@ -1,7 +1,8 @@
-"""The runner's control endpoint under hostile requests (issue #15 item 4): every request gets an
-answer naming what is wrong, slow and surplus connections are cut, the token is compared as the
-controller sends it. The runner behind it is a stand-in (a seam we own: operators.control only
-calls phase, status(), find_action() and submit()); no Spark."""
+"""The runner's control endpoint under hostile requests: every request gets an answer naming
+what is wrong, slow connections are cut at a whole-request deadline without holding a worker,
+/healthz and authenticated requests are answered under a flood, surplus work gets 503 at once,
+the token is compared as the controller sends it. The runner behind it is a stand-in (a seam we
+own: operators.control only calls phase, status(), find_action() and submit()); no Spark."""
 
 from __future__ import annotations
 
@@ -87,36 +88,125 @@ def test_every_request_gets_an_answer(
     assert message in json.dumps(body)
 
 
-@pytest.mark.timeout(30)
-def test_a_slow_drip_is_cut_and_surplus_connections_get_503(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(control._Handler, "timeout", 3.0)  # the same code path, sooner
-    server = ControlServer(StandInRunner(), token=TOKEN).start()
+def _slow(server: ControlServer, n: int) -> list[socket.socket]:
+    """``n`` connections whose headers never end (pre-auth: no token has been seen)."""
     held = []
+    for _ in range(n):
+        s = socket.create_connection((server.host, server.port), timeout=5)
+        s.sendall(b"POST /executors HTTP/1.1\r\nHost: x\r\n")
+        held.append(s)
+    return held
+
+
+def _get(server: ControlServer, path: str, token: str = TOKEN) -> int:
+    c = http.client.HTTPConnection(server.host, server.port, timeout=5)
     try:
-        for _ in range(control.MAX_CONNECTIONS):  # each holds a worker: headers never end
-            s = socket.create_connection((server.host, server.port), timeout=5)
-            s.sendall(b"POST /executors HTTP/1.1\r\nHost: x\r\n")
-            held.append(s)
-        time.sleep(0.2)
-        refused = http.client.HTTPConnection(server.host, server.port, timeout=5)
-        refused.request("GET", "/healthz")
-        assert refused.getresponse().status == 503
-        refused.close()
+        c.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+        return c.getresponse().status
+    finally:
+        c.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_flood_of_slow_connections_starves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ten times the workers in slow, unauthenticated connections: /healthz and an
+    authenticated /status are answered at once, every slow one is cut at the whole-request
+    deadline, and nothing is left held."""
+    monkeypatch.setattr(control, "REQUEST_DEADLINE_SECONDS", 3.0)  # the same path, sooner
+    server = ControlServer(StandInRunner(), token=TOKEN).start()
+    held = _slow(server, 10 * control.MAX_CONNECTIONS)
+    try:
+        time.sleep(0.3)
         started = time.monotonic()
-        for s in held:  # the server closes each drip once its socket times out
+        assert _get(server, "/healthz", token="") == 200
+        assert _get(server, "/status") == 200
+        assert time.monotonic() - started < 1.0
+        for s in held:  # cut at the deadline: the server closes each without an answer
             s.settimeout(10)
             assert s.recv(1024) == b""
-        assert time.monotonic() - started < 10
-        time.sleep(0.2)
-        ok = http.client.HTTPConnection(server.host, server.port, timeout=5)
-        ok.request("GET", "/healthz")
-        assert ok.getresponse().status == 200  # the workers were released
-        ok.close()
+        assert time.monotonic() - started < 6.0
+        assert not server._pending
     finally:
         for s in held:
             s.close()
+        server.stop()
+
+
+@pytest.mark.timeout(30)
+def test_a_drip_is_cut_at_the_whole_request_deadline_however_often_it_sends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A byte every 0.3 s never lets a per-read timeout expire; the deadline counts from the
+    accept. An authenticated request whose body drips is cut the same way."""
+    monkeypatch.setattr(control, "REQUEST_DEADLINE_SECONDS", 2.0)
+    server = ControlServer(StandInRunner(), token=TOKEN).start()
+    try:
+        for prefix in (b"GET /status HTTP/1.1\r\nX-Drip: ",
+                       post("/executors", b"", length="4000")):
+            s = socket.create_connection((server.host, server.port), timeout=1)
+            started = time.monotonic()
+            closed = False
+            s.sendall(prefix)
+            while time.monotonic() - started < 8:
+                try:
+                    s.sendall(b"a")
+                    s.settimeout(0.3)
+                    if s.recv(1024) == b"":
+                        closed = True
+                        break
+                except TimeoutError:
+                    continue
+                except OSError:
+                    closed = True
+                    break
+            s.close()
+            assert closed and time.monotonic() - started < 4.0, prefix[:20]
+    finally:
+        server.stop()
+
+
+@pytest.mark.timeout(60)
+def test_a_burst_of_connects_is_answered_and_surplus_work_gets_503_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """400 clients at once, each a complete request: every one gets an answer within seconds
+    (200, or 503 when all workers are busy), none waits on the listen queue; past MAX_PENDING
+    slow connections a new one is refused at once."""
+    monkeypatch.setattr(control, "MAX_PENDING", 8)
+    server = ControlServer(StandInRunner(), token=TOKEN).start()
+    try:
+        socks = [socket.create_connection((server.host, server.port), timeout=10)
+                 for _ in range(400)]
+        for s in socks:
+            s.sendall(b"GET /status HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() +
+                      b"\r\n\r\n")
+        started = time.monotonic()
+        codes = []
+        for s in socks:
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+            codes.append(int(data.split()[1]))
+            s.close()
+        assert time.monotonic() - started < 10
+        assert set(codes) <= {200, 503} and 200 in codes, sorted(set(codes))
+        held = _slow(server, 8)
+        time.sleep(0.3)
+        refused = socket.create_connection((server.host, server.port), timeout=5)
+        assert refused.recv(1024).startswith(b"HTTP/1.1 503")
+        refused.close()
+        for s in held:
+            s.close()
+    finally:
+        server.stop()
+
+
+def test_a_head_past_its_limit_gets_431() -> None:
+    server = ControlServer(StandInRunner(), token=TOKEN).start()
+    try:
+        got, _ = raw(server, b"GET /status HTTP/1.1\r\nX: " + b"a" * (control.MAX_HEAD_BYTES + 10))
+        assert got == 431
+    finally:
         server.stop()
 
 
