@@ -110,6 +110,22 @@ class NotFound(ControllerError):
     """404: the object is gone."""
 
 
+class NotOwned(ControllerError):
+    """An object with the name a StreamJob's object needs exists and is not that job's (no
+    ownerReference with its uid): never adopted, patched or deleted."""
+
+    def __init__(self, kind: str, namespace: str, name: str) -> None:
+        self.kind, self.name = kind, name
+        super().__init__(f"{kind} {namespace}/{name} exists and is not owned by this StreamJob "
+                         "(no ownerReference with its uid): rename the job or remove it")
+
+
+def owned_by(obj: Obj, uid: str) -> bool:
+    """Whether ``obj`` carries an ownerReference with ``uid`` (the StreamJob's)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any((r or {}).get("uid") == uid for r in refs)
+
+
 def _raise(e: ApiException) -> None:
     if e.status == 409:
         raise ApiConflict(f"{e.reason}") from e
@@ -228,7 +244,11 @@ class KubeApi:
         return data[key].strip()
 
     def ensure(self, kind: str, namespace: str, body: Obj) -> Obj:
-        """Creates ``body`` unless it exists; returns the object (existing ones unchanged)."""
+        """Creates ``body`` unless it exists; returns the object (existing ones unchanged).
+
+        An existing object is adopted only when it carries ``body``'s owner (the StreamJob's
+        uid in an ownerReference); else :class:`NotOwned` (a job named X must not take over a
+        pod ``X-driver`` or a ConfigMap ``X-manifest`` someone else made)."""
         create, read = {
             "ConfigMap": (
                 self.core.create_namespaced_config_map, self.core.read_namespaced_config_map
@@ -250,7 +270,11 @@ class KubeApi:
                 existing = read(body["metadata"]["name"], namespace)
             except ApiException as e2:
                 _raise(e2)
-            return dict(self.client.sanitize_for_serialization(existing))
+            found = dict(self.client.sanitize_for_serialization(existing))
+            uid = next((r.get("uid") for r in body["metadata"].get("ownerReferences") or []), "")
+            if not owned_by(found, uid):
+                raise NotOwned(kind, namespace, body["metadata"]["name"]) from None
+            return found
         return dict(self.client.sanitize_for_serialization(created))
 
     def update_config_map_data(self, namespace: str, name: str, data: dict[str, str]) -> None:

@@ -35,12 +35,12 @@ from controller.core import Action, Decision, MetricsSnapshot, action_entry, eva
 from controller.errors import ControllerError
 from controller.kube import resources
 from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
-from controller.kube.api import KubeApi, NotFound
+from controller.kube.api import KubeApi, NotFound, NotOwned, owned_by
 from controller.kube.attach import secret_problem, url_problem
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.network_policy import network_policy
 from controller.kube.recovery import recovery_from_status, restored_layout
-from controller.kube.settings import FINALIZER, ControllerSettings
+from controller.kube.settings import FINALIZER, ControllerSettings, ManagedSettings
 from controller.kube.status import StatusDraft
 
 log = structlog.get_logger("stream_autoscaler.reconciler")
@@ -233,6 +233,16 @@ class Reconciler:
     ) -> Target | None:
         s = self.settings.managed
         names = resources.Names.of(obj)
+        try:
+            return self._ensure_owned(key, obj, job, policy, draft, s, names)
+        except NotOwned as e:
+            raise Degraded("NotOwned", str(e)) from None
+
+    def _ensure_owned(
+        self, key: Key, obj: Obj, job: StreamJob, policy: ScalingPolicySpec, draft: StatusDraft,
+        s: ManagedSettings, names: resources.Names,
+    ) -> Target | None:
+        """The managed job's objects, each created or found owned by it (else NotOwned)."""
         sec = self.api.ensure("Secret", key[0], resources.secret(obj))
         token = self.api.secret_value(key[0], names.secret, resources.TOKEN_KEY) if not (
             sec.get("data") or {}
@@ -243,6 +253,8 @@ class Reconciler:
             max(start, b.min), b.max
         )
         pod = self.api.read_pod(key[0], names.driver)
+        if pod is not None and not owned_by(pod, obj["metadata"].get("uid", "")):
+            raise NotOwned("Pod", key[0], names.driver)  # never adopted, never deleted
         pod_phase = ((pod or {}).get("status") or {}).get("phase")
         recovery: Decision | None = None
         intent = draft.intent()
@@ -364,7 +376,9 @@ class Reconciler:
 
     def _recover_managed(self, obj: Obj) -> None:
         names = resources.Names.of(obj)
-        self.api.delete_pod(names.namespace, names.driver)
+        pod = self.api.read_pod(names.namespace, names.driver)
+        if pod is not None and owned_by(pod, obj["metadata"].get("uid", "")):
+            self.api.delete_pod(names.namespace, names.driver)
 
     def report_failure(self, key: Key, error: Exception) -> None:
         """A pass that raised (the manager retries with backoff): Degraded ``ReconcileFailed``

@@ -105,6 +105,39 @@ def test_managed_job_gets_owned_objects_and_status(
     assert ("PHASE" in wide and "EXECUTORS" in wide and "Pending" in wide) or "Running" in wide
 
 
+def test_objects_with_the_jobs_names_are_never_adopted_patched_or_deleted(
+    kubectl: Tool, ns: str, controller: ControllerProc
+) -> None:
+    """A pod ``squat-driver`` and a ConfigMap ``squat-manifest`` made by someone else: the
+    StreamJob ``squat`` is Degraded ``NotOwned`` naming each in turn, and neither is touched."""
+    kubectl("create", "configmap", "squat-manifest", "-n", ns, "--from-literal=job.yaml=mine")
+    apply(kubectl, {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "squat-driver", "namespace": ns},
+                    "spec": {"containers": [{"name": "c", "image": "pause"}]}})
+    pod_uid = kubectl.json("get", "pod", "squat-driver", "-n", ns)["metadata"]["uid"]
+    doc = yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-burst.yaml").read_text())
+    doc["metadata"] = {"name": "squat", "namespace": ns}
+    doc["spec"]["policyRef"] = {"name": "fast"}
+    apply(kubectl, doc)
+
+    def degraded_naming(what: str) -> dict[str, Any] | None:
+        st = status(kubectl, ns, "squat")
+        cond = next((c for c in st.get("conditions", []) if c["type"] == "Degraded"), None)
+        return cond if cond and cond["reason"] == "NotOwned" and what in cond["message"] \
+            else None
+
+    cond = wait_for("Degraded NotOwned naming the pod", lambda: degraded_naming(
+        f"Pod {ns}/squat-driver"))
+    assert "not owned by this StreamJob" in cond["message"], cond
+    assert kubectl.json("get", "pod", "squat-driver", "-n", ns)["metadata"]["uid"] == pod_uid
+    kubectl("delete", "pod", "squat-driver", "-n", ns, "--wait=true")
+    wait_for("Degraded NotOwned naming the ConfigMap", lambda: degraded_naming(
+        f"ConfigMap {ns}/squat-manifest"))
+    cm = kubectl.json("get", "configmap", "squat-manifest", "-n", ns)
+    assert cm["data"] == {"job.yaml": "mine"} and not cm["metadata"].get("ownerReferences")
+    assert not kubectl("get", "pod", "squat-driver", "-n", ns, check=False).stdout.strip()
+
+
 def test_a_script_from_a_configmap_is_checked_then_mounted_in_the_driver(
     kubectl: Tool, ns: str, controller: ControllerProc
 ) -> None:
