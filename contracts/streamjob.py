@@ -9,8 +9,9 @@ action in flight.
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, model_validator
 
@@ -87,10 +88,34 @@ class Trigger(SpecModel):
     )
 
 
+SYSTEM_DIRECTORIES: tuple[str, ...] = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
+    "/run", "/sbin", "/sys", "/usr", "/var/run", "/opt/venv", "/opt/stream-autoscaler",
+    "/var/data",
+)
+"""Where a job's claim may not be mounted, nor below: the system's and the image's own
+directories (``/var/run/secrets`` holds the pod's ServiceAccount token, ``/etc`` the resolver
+and passwd, ``/opt/venv`` and ``/opt/stream-autoscaler`` the runner and the job's script,
+``/var/data`` Spark's local directories); a claim mounted there would shadow what the pod runs
+(tests/unit/contracts/test_strict_models.py::test_a_mount_path_may_not_shadow_the_system)."""
+_MOUNT_PATH = r"^(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+/?$"
+"""Absolute, plain segments: no '.' or '..' (which would walk into a system directory), no
+'//', nothing a shell or a URL reads differently."""
+
+
+def _mount_rules() -> dict[str, Any]:
+    inside = " || ".join(f"self.mountPath == {json.dumps(d)} || self.mountPath.startsWith("
+                         f"{json.dumps(d + '/')})" for d in SYSTEM_DIRECTORIES)
+    return cel((f"!({inside})", "mountPath may not be a system directory or lie under one "
+                f"({', '.join(SYSTEM_DIRECTORIES)})"))
+
+
 class CheckpointVolume(SpecModel):
     """A PersistentVolumeClaim the controller mounts at the same path in the driver pod and in
     every executor pod (Spark's ``spark.kubernetes.{driver,executor}.volumes``): executors write
     state files into the checkpoint, and a replaced driver must find them."""
+
+    model_config = ConfigDict(json_schema_extra=_mount_rules())
 
     claim_name: str = Field(
         min_length=1,
@@ -99,9 +124,20 @@ class CheckpointVolume(SpecModel):
         description="PersistentVolumeClaim in the job's namespace (ReadWriteMany).",
     )
     mount_path: str = Field(
-        pattern=r"^/.+", max_length=1024,
-        description="Where it is mounted in the driver and executor pods (absolute path).",
+        pattern=_MOUNT_PATH, max_length=1024,
+        description="Where it is mounted in the driver and executor pods (absolute path; not "
+        "a system directory such as /etc, /usr or /var/run, nor below one).",
     )
+
+    @model_validator(mode="after")
+    def _not_a_system_directory(self) -> CheckpointVolume:
+        path = self.mount_path.rstrip("/")
+        hit = next((d for d in SYSTEM_DIRECTORIES if path == d or path.startswith(d + "/")),
+                   None)
+        if hit is not None:
+            raise ValueError(f"mountPath ({self.mount_path}) may not be {hit} or lie under it: "
+                             "it would shadow what the pod runs")
+        return self
 
 
 OBJECT_STORE_PREFIX = "s3a://"

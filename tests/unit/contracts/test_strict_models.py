@@ -158,3 +158,26 @@ def test_errors_name_yaml_paths_not_union_tags(
     assert any(line.endswith(expected) or expected in line for line in e.value.problems), (
         e.value.problems)
     assert len(e.value.problems) <= 2  # one mistake, one line (and its missing twin)
+
+
+@pytest.mark.parametrize(
+    ("mount", "ok"),
+    [("/checkpoints", True), ("/var/lib/stream-autoscaler/checkpoints", True), ("/data/", True),
+     ("/etc", False), ("/var/run/secrets/kubernetes.io", False), ("/usr/lib", False),
+     ("/opt/stream-autoscaler", False), ("/opt/venv/bin", False), ("/data/../etc", False),
+     ("//etc", False), ("/data/./x", False), ("/", False), ("relative", False),
+     ("/etcetera", True)],
+)
+def test_a_mount_path_may_not_shadow_the_system(mount: str, ok: bool) -> None:
+    """By the model and, through the same list, by the CRD's CEL rule and pattern."""
+    from pydantic import ValidationError
+
+    from contracts.streamjob import CheckpointVolume
+
+    doc = {"claimName": "ckpt", "mountPath": mount}
+    if ok:
+        CheckpointVolume.model_validate(doc)
+    else:
+        with pytest.raises(ValidationError) as e:
+            CheckpointVolume.model_validate(doc)
+        assert "mountPath" in str(e.value) or "mount_path" in str(e.value), str(e.value)
