@@ -14,13 +14,32 @@ changes nothing at the destination.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 from operators.state.checkpoint import LOCK_FILE, CheckpointError, batches, inspect, local_path
 
 BACKUP_FILE = "stream-autoscaler-backup.json"
+MAX_MARKER_BYTES = 64 << 10
+"""The backup's marker is one small JSON object; a larger one is not ours."""
+
+
+def _only_files_and_directories(root: Path, location: str) -> None:
+    """Refuse a tree holding anything but regular files and directories, before one byte is
+    copied: a symbolic link would copy what it points at (a link to ``/etc`` copied host files,
+    one to ``/dev/zero`` filled the disk), a FIFO would block the copy."""
+    for dirpath, dirnames, filenames in os.walk(root):  # never follows links
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                what = "symbolic link" if stat.S_ISLNK(mode) else "special file"
+                raise CheckpointError(location, "not-a-regular-file", f"{path} is a {what}: a "
+                                      "checkpoint holds only files and directories; nothing "
+                                      "was copied")
 
 
 def backup(checkpoint: str | Path, dest: str | Path) -> int:
@@ -32,11 +51,12 @@ def backup(checkpoint: str | Path, dest: str | Path) -> int:
     if out.exists():
         raise FileExistsError(f"{out} exists; choose a new backup directory")
     n = info.last_committed_batch
+    _only_files_and_directories(src, str(checkpoint))
     # a directory of our own, made here: never one that already exists (".partial" used to be
     # removed first, and with it whatever a user kept under that name)
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".partial-", dir=out.parent)) / "copy"
     try:
-        shutil.copytree(src, tmp, ignore=_newer_than(src, n))
+        shutil.copytree(src, tmp, symlinks=True, ignore=_newer_than(src, n))
         (tmp / BACKUP_FILE).write_text(
             json.dumps({"batch": n, "queryId": info.query_id, "source": str(src)}) + "\n",
             encoding="utf-8",
@@ -53,21 +73,37 @@ def restore(backup_dir: str | Path, checkpoint: str | Path) -> int:
     marker = src / BACKUP_FILE
     if not marker.exists():
         raise CheckpointError(str(src), "not-a-backup", f"{marker} is missing")
-    batch = int(json.loads(marker.read_text(encoding="utf-8"))["batch"])
+    batch = _marked_batch(marker, str(src))
     inspect(src)  # a corrupt backup is refused before anything is written
+    _only_files_and_directories(src, str(src))
     out = local_path(str(checkpoint))
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty; restore into a new location or remove it")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".restoring-", dir=out.parent)) / "copy"
     try:
-        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(BACKUP_FILE))
+        shutil.copytree(src, tmp, symlinks=True, ignore=shutil.ignore_patterns(BACKUP_FILE))
         if out.exists():
             out.rmdir()
         tmp.rename(out)
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)  # ours; empty after the rename
     return batch
+
+
+def _marked_batch(marker: Path, location: str) -> int:
+    """The batch the marker records; CheckpointError ``not-a-backup`` for anything else (a
+    link, a huge or deep document, a batch that is not a non-negative integer)."""
+    try:
+        mode = os.lstat(marker).st_mode
+        if not stat.S_ISREG(mode) or os.stat(marker).st_size > MAX_MARKER_BYTES:
+            raise ValueError("not a small regular file")
+        batch = json.loads(marker.read_text(encoding="utf-8"))["batch"]
+        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 0:
+            raise ValueError(f"batch ({str(batch)[:40]}) is not a batch id")
+        return batch
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
+        raise CheckpointError(location, "not-a-backup", f"{marker}: {e}") from None
 
 
 def _newer_than(root: Path, batch: int):  # type: ignore[no-untyped-def]

@@ -15,6 +15,7 @@ Spark file sink its query writes, which a repartition at start must extend).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from dataclasses import dataclass, field
@@ -23,7 +24,13 @@ from typing import Any
 from urllib.parse import urlparse
 
 from operators.errors import OperatorsError
-from operators.state.store import CheckpointStore, StoreError, is_object_store, open_store
+from operators.state.store import (
+    CheckpointStore,
+    StoreError,
+    is_object_store,
+    open_store,
+    redact,
+)
 
 PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -38,6 +45,7 @@ class CheckpointError(OperatorsError, ValueError):
     """
 
     def __init__(self, location: str, problem: str, detail: str) -> None:
+        location = redact(location)
         super().__init__(f"checkpoint {location}: {problem}: {detail}")
         self.location = location
         self.problem = problem
@@ -140,14 +148,16 @@ def read_offsets(
         meta = json.loads(lines[1])
         if not isinstance(meta, dict):
             raise ValueError("metadata line is not an object")
-    except (OSError, ValueError, IndexError, UnicodeDecodeError) as e:
-        raise CheckpointError(cp.location, "unparsable-offsets",
-                              f"{cp.describe('offsets', str(batch))}: {e}") from None
+        if not isinstance(meta.get("conf", {}), dict):
+            raise ValueError("its conf is not an object")
+    except (OSError, ValueError, IndexError, UnicodeDecodeError, RecursionError) as e:
+        raise _unreadable(cp.location, "unparsable-offsets", cp.describe("offsets", str(batch)),
+                          e) from None
     sources: list[Any] = []
     for line in lines[2:]:
         try:
             sources.append(json.loads(line))
-        except ValueError:
+        except (ValueError, RecursionError):
             sources.append(line)
     return meta, sources
 
@@ -155,8 +165,8 @@ def read_offsets(
 def partitions_of(where: str | Path | CheckpointStore, batch: int) -> int | None:
     """State partitions recorded for ``batch`` in the offsets log."""
     meta, _ = read_offsets(where, batch)
-    raw = meta.get("conf", {}).get(PARTITIONS_KEY)
-    return int(raw) if raw is not None else None
+    cp = store_of(where)
+    return _partition_count(meta.get("conf", {}), cp.location, batch)
 
 
 def inspect(location: str | Path, *, expected_job: str | None = None) -> CheckpointInfo:
@@ -177,6 +187,16 @@ def inspect(location: str | Path, *, expected_job: str | None = None) -> Checkpo
         raise CheckpointError(loc, "unreachable", _first_line(e)) from None
 
 
+def _unreadable(loc: str, problem: str, where: str, e: BaseException) -> CheckpointError:
+    """A file that could not be read or parsed: a StoreError keeps its own code (too-large,
+    not-a-regular-file), anything else is ``problem`` at ``where``."""
+    if isinstance(e, StoreError):
+        return CheckpointError(loc, e.problem, e.detail)
+    if isinstance(e, RecursionError):
+        return CheckpointError(loc, problem, f"{where}: JSON nested too deeply")
+    return CheckpointError(loc, problem, f"{where}: {_first_line(e)}")
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0][:300] if text else type(e).__name__
@@ -186,15 +206,16 @@ def _inspect(cp: CheckpointStore, loc: str, expected_job: str | None) -> Checkpo
     if not cp.is_dir() or not cp.listdir():
         return CheckpointInfo(loc, None, None, None, None, None)
     offsets, commits = batches(cp, "offsets"), batches(cp, "commits")
-    if not cp.is_file("metadata"):
+    if not cp.exists("metadata"):
         if offsets or commits or cp.exists("state"):
             raise CheckpointError(loc, "missing-metadata", f"{cp.describe('metadata')} is missing")
         return CheckpointInfo(loc, None, None, None, None, None)
     try:
         query_id = json.loads(cp.read_text("metadata"))["id"]
-    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise CheckpointError(
-            loc, "unparsable-metadata", f"{cp.describe('metadata')}: {e}") from None
+        if not isinstance(query_id, str):
+            raise ValueError(f"id ({str(query_id)[:40]}) is not a string")
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
+        raise _unreadable(loc, "unparsable-metadata", cp.describe("metadata"), e) from None
     owner = _owner(cp, loc)
     if owner.get("queryId") and owner["queryId"] != query_id:
         raise CheckpointError(
@@ -236,7 +257,10 @@ def _check_logs(cp: CheckpointStore, loc: str, offsets: list[int], commits: list
     checkpoint a restart would refuse or, worse, resume from the wrong batch."""
     for name, ids in (("offsets", offsets), ("commits", commits)):
         if ids and ids[-1] - ids[0] + 1 != len(ids):
-            missing = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids))
+            # the first few gaps, walked pairwise: offsets/100000000 beside offsets/0 is one
+            # gap, not a set of 10^8 missing ids built in memory
+            missing = [m for a, b in itertools.pairwise(ids) if b > a + 1
+                       for m in range(a + 1, min(b, a + 6))][:5]
             raise CheckpointError(loc, "gap-in-log", f"{cp.describe(name)}: batch(es) "
                                   f"{', '.join(map(str, missing[:5]))} missing")
     if offsets and commits and offsets[-1] > commits[-1] + 1:
@@ -250,8 +274,8 @@ def _check_logs(cp: CheckpointStore, loc: str, offsets: list[int], commits: list
                 raise ValueError("no version line and commit record")
             if not isinstance(json.loads(lines[1]), dict):
                 raise ValueError("the commit record is not an object")
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            raise CheckpointError(loc, "unparsable-commit", f"{path}: {e}") from None
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise _unreadable(loc, "unparsable-commit", path, e) from None
 
 
 def _partition_count(conf: dict[str, Any], loc: str, batch: int) -> int | None:
@@ -292,9 +316,8 @@ def _owner(cp: CheckpointStore, loc: str) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ValueError("not an object")
         return data
-    except (OSError, ValueError) as e:
-        raise CheckpointError(
-            loc, "unparsable-metadata", f"{cp.describe(OWNER_FILE)}: {e}") from None
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise _unreadable(loc, "unparsable-metadata", cp.describe(OWNER_FILE), e) from None
 
 
 def _operators(cp: CheckpointStore) -> list[OperatorState]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,10 +44,39 @@ _settings: dict[str, str] = {}
 _settings_lock = threading.Lock()
 
 
+MAX_LOG_FILE_BYTES = 16 << 20
+"""What :meth:`CheckpointStore.read_text` reads at most: Spark's metadata, offsets and commit
+entries are a few kB; a larger one (a sparse file, a link to ``/dev/zero``) is refused, never
+read into memory."""
+
+
+def redact(location: str) -> str:
+    """``location`` without its userinfo (``s3a://KEY:SECRET@bucket/p`` -> ``s3a://***@bucket/p``):
+    every error names the location, and no error may carry a secret."""
+    netloc = urlparse(location).netloc
+    if "@" not in netloc:
+        return location
+    return location.replace(netloc, "***@" + netloc.rsplit("@", 1)[1], 1)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "directory" if stat.S_ISDIR(mode) else "special file"
+
+
 class StoreError(OperatorsError, OSError):
-    """A checkpoint location that cannot be opened (unknown scheme, unreachable store)."""
+    """A checkpoint location that cannot be opened (unknown scheme, unreachable store), or a
+    file in it that is not one Spark wrote (too large, a link, a FIFO, a device)."""
 
     def __init__(self, location: str, problem: str, detail: str) -> None:
+        location = redact(location)
         super().__init__(f"checkpoint {location}: {problem}: {detail}")
         self.location = location
         self.problem = problem
@@ -87,8 +117,10 @@ class CheckpointStore:
         return "/".join([self.root.rstrip("/"), *parts]) if parts else self.root
 
     def describe(self, *parts: str) -> str:
-        """How a file is named in an error: the location the user gave, then the parts."""
-        return "/".join([self.location.rstrip("/"), *parts]) if parts else self.location
+        """How a file is named in an error: the location the user gave (without userinfo),
+        then the parts."""
+        loc = redact(self.location)
+        return "/".join([loc.rstrip("/"), *parts]) if parts else loc
 
     def _type(self, *parts: str) -> int:
         return int(self.fs.get_file_info(self.path(*parts)).type)
@@ -115,12 +147,27 @@ class CheckpointStore:
         infos = self.fs.get_file_info(FileSelector(self.path(*parts), allow_not_found=True))
         return sorted(i.base_name for i in infos)
 
-    def read_bytes(self, *parts: str) -> bytes:
-        with self.fs.open_input_stream(self.path(*parts)) as f:
-            return bytes(f.read())
+    def read_bytes(self, *parts: str, limit: int | None = None) -> bytes:
+        """The file's bytes: locally a regular file only (a link, a FIFO or a device is
+        refused before it is opened: a FIFO would block, ``/dev/zero`` never end); at most
+        ``limit`` bytes (None: any size, for state files), else StoreError ``too-large``."""
+        path = self.path(*parts)
+        if self.local:
+            mode = os.lstat(path).st_mode  # FileNotFoundError: an OSError, as before
+            if not stat.S_ISREG(mode):
+                raise StoreError(self.location, "not-a-regular-file",
+                                 f"{self.describe(*parts)} is a {_kind(mode)}, not a file "
+                                 "Spark wrote")
+        with self.fs.open_input_stream(path) as f:
+            data = f.read() if limit is None else f.read(limit + 1)
+        if limit is not None and len(data) > limit:
+            raise StoreError(self.location, "too-large", f"{self.describe(*parts)} is larger "
+                             f"than {limit:,} bytes: not a log entry Spark wrote")
+        return bytes(data)
 
     def read_text(self, *parts: str) -> str:
-        return self.read_bytes(*parts).decode("utf-8")
+        """A log entry or metadata file (at most :data:`MAX_LOG_FILE_BYTES`), as UTF-8."""
+        return self.read_bytes(*parts, limit=MAX_LOG_FILE_BYTES).decode("utf-8")
 
     def write_bytes(self, data: bytes, *parts: str) -> None:
         """Replace a file whole: locally a temporary sibling renamed into place; an object
@@ -195,6 +242,10 @@ def open_store(location: str | Path) -> CheckpointStore:
     loc = str(location)
     parsed = urlparse(loc)
     if parsed.scheme in OBJECT_STORE_SCHEMES:
+        if "@" in parsed.netloc:
+            raise StoreError(loc, "credentials-in-location", "keys do not belong in a location; "
+                             "give them in a Secret (spec.checkpoint.credentials) or the AWS "
+                             "environment")
         if not parsed.netloc:
             raise StoreError(loc, "no-bucket", "an s3a:// location names a bucket: s3a://BUCKET/path")
         return CheckpointStore(loc, _s3(loc), f"{parsed.netloc}{parsed.path}".rstrip("/"), False)

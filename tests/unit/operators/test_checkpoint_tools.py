@@ -149,3 +149,103 @@ def test_a_crash_between_sparks_write_and_our_check_is_undone_at_the_next_start(
     assert rollback_unfinished(str(cp)) == 3
     info = inspect(cp)
     assert (info.last_offsets_batch, info.last_committed_batch, info.partitions) == (2, 2, 4)
+
+
+# --- hostile checkpoints: bounded reads, no links followed, no tracebacks, no secrets --------
+
+
+def _replace(cp: Path, rel: str, make: str) -> None:
+    """Replace ``cp/rel`` by something Spark never writes."""
+    target = cp / rel
+    target.unlink()
+    if make == "dev-zero":
+        target.symlink_to("/dev/zero")
+    elif make == "sparse":
+        with target.open("wb") as f:
+            f.truncate(64 << 30)  # 64 GiB of holes: a read would fill memory
+    elif make == "fifo":
+        os.mkfifo(target)  # a read would block for ever
+    elif make == "deep":
+        target.write_text("[" * 100_000 + "]" * 100_000)
+    elif make == "conf-list":
+        target.write_text('v1\n{"batchWatermarkMs": 0, "conf": ["spark.sql.shuffle.partitions"]}'
+                          '\n{"main": 0}\n')
+    elif make == "id-object":
+        target.write_text('{"id": {"x": 1}}\n')
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("rel", "make", "problem"),
+    [("metadata", "dev-zero", "not-a-regular-file"), ("metadata", "sparse", "too-large"),
+     ("offsets/3", "fifo", "not-a-regular-file"), ("commits/2", "dev-zero", "not-a-regular-file"),
+     ("metadata", "deep", "unparsable-metadata"), ("offsets/3", "deep", "unparsable-offsets"),
+     ("offsets/3", "conf-list", "unparsable-offsets"), ("metadata", "id-object",
+                                                         "unparsable-metadata")],
+    ids=["metadata-dev-zero", "metadata-sparse", "offsets-fifo", "commit-dev-zero",
+         "metadata-deep-json", "offsets-deep-json", "offsets-conf-not-object",
+         "metadata-id-not-string"],
+)
+def test_a_hostile_file_is_refused_by_name_without_reading_it_whole(
+    tmp_path: Path, rel: str, make: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cp = checkpoint(tmp_path, range(0, 4), range(0, 3))
+    _replace(cp, rel, make)
+    with pytest.raises(CheckpointError) as e:
+        inspect(cp)
+    assert e.value.problem == problem, str(e.value)
+    assert rel.split("/")[0] in str(e.value)
+    assert cli.checkpoint_main(["inspect", str(cp)]) == 2  # an error line, no traceback
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.timeout(30)
+def test_a_far_batch_id_is_one_gap_not_a_set_of_every_missing_id(tmp_path: Path) -> None:
+    cp = checkpoint(tmp_path, [0, 100_000_000], [])
+    with pytest.raises(CheckpointError) as e:
+        inspect(cp)
+    assert e.value.problem == "gap-in-log" and "1, 2, 3, 4, 5 missing" in str(e.value)
+
+
+@pytest.mark.parametrize("link_to", ["/etc", "/dev/zero"])
+def test_a_backup_refuses_links_before_copying_anything(tmp_path: Path, link_to: str) -> None:
+    cp = checkpoint(tmp_path, range(0, 3), range(0, 3))
+    (cp / "state").mkdir()
+    (cp / "state" / "host").symlink_to(link_to)
+    dest = tmp_path / "backup"
+    with pytest.raises(CheckpointError) as e:
+        backup(cp, dest)
+    assert e.value.problem == "not-a-regular-file" and "symbolic link" in str(e.value)
+    assert not dest.exists() and not list(tmp_path.glob("backup.partial-*"))
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ['{"batch": "x"}', '{"batch": true}', '{"batch": -1}', "[1]", "[" * 50_000, "{}",
+     '{"batch": 1e999}'],
+    ids=["string", "bool", "negative", "array", "deep", "no-batch", "infinite"],
+)
+def test_an_odd_restore_marker_is_not_a_backup(
+    tmp_path: Path, marker: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cp = checkpoint(tmp_path, range(0, 3), range(0, 3))
+    (cp / "stream-autoscaler-backup.json").write_text(marker)
+    out = tmp_path / "restored"
+    with pytest.raises(CheckpointError) as e:
+        restore(cp, out)
+    assert e.value.problem == "not-a-backup"
+    assert not out.exists()
+    assert cli.checkpoint_main(["restore", str(cp), str(out)]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_keys_in_an_s3a_location_are_refused_and_never_echoed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(CheckpointError) as e:
+        inspect("s3a://AKIAEXAMPLE:wJalrSECRETKEY@bucket/cp")
+    assert e.value.problem == "credentials-in-location"
+    assert "SECRETKEY" not in str(e.value) and "AKIAEXAMPLE" not in str(e.value)
+    assert cli.checkpoint_main(["inspect", "s3a://AKIAEXAMPLE:wJalrSECRETKEY@bucket/cp"]) == 2
+    err = capsys.readouterr().err
+    assert "SECRETKEY" not in err and "***@bucket" in err, err
