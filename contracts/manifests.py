@@ -35,8 +35,13 @@ class ManifestError(ContractError):
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
-        self.problems = problems
-        super().__init__("\n".join(problems))
+        # a key or value with a terminal escape sequence is shown escaped, never replayed
+        self.problems = [_printable(p) for p in problems]
+        super().__init__("\n".join(self.problems))
+
+
+def _printable(line: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -12,7 +12,11 @@ simulator model and hot reload, refuses with the line and column:
 - a document whose tree, with every alias expanded, has more than ``MAX_NODES`` nodes, or is
   nested deeper than ``MAX_DEPTH`` (aliases themselves are fine: Kubernetes YAML uses them);
 - a mapping with the same key twice (the API server refuses it too);
-- an integer longer than ``MAX_INT_DIGITS`` digits (Python refuses to parse > 4,300 anyway).
+- an integer longer than ``MAX_INT_DIGITS`` digits (Python refuses to parse > 4,300 anyway);
+- a number written in a form only YAML 1.1 reads as one (``1:30`` is 90 here and a string to
+  the API server; ``0b1000``, ``017``, ``0o17``, ``0x10``, ``1_000``): write it in decimal;
+- a value its tag cannot make (``!!int 'eight'``, ``!!timestamp 2001-02-30``). Plain dates stay
+  strings, as the API server reads them (JSON has no dates).
 
 Standard library and PyYAML only.
 """
@@ -78,13 +82,56 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        digits = sum(ch.isdigit() for ch in str(node.value))
+        value = str(node.value)
+        digits = sum(ch.isdigit() for ch in value)
         if digits > MAX_INT_DIGITS:
             raise _mark_error(f"an integer of {digits} digits (at most {MAX_INT_DIGITS})", node)
-        return super().construct_yaml_int(node)
+        if not _DECIMAL_INT.match(value) and _YAML11_INT.match(value):
+            raise _mark_error(f"{_shown(value)}: write numbers in decimal (YAML 1.1 reads this "
+                              "form as a number, the API server as text or another number)",
+                              node)
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise _mark_error(f"{_shown(value)} is not an integer", node) from None
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        value = str(node.value)
+        if ":" in value or "_" in value:
+            raise _mark_error(f"{_shown(value)}: write numbers in decimal (YAML 1.1 reads this "
+                              "form as a number, the API server as text)", node)
+        try:
+            return float(super().construct_yaml_float(node))
+        except ValueError:
+            raise _mark_error(f"{_shown(value)} is not a number", node) from None
+
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as e:
+            raise _mark_error(f"{_shown(str(node.value))} is not a date ({e})", node) from None
+
+
+_DECIMAL_INT = re.compile(r"^[-+]?(0|[1-9][0-9]*)$")
+"""The integers YAML 1.1 (PyYAML) and the API server's YAML read alike."""
+_YAML11_INT = re.compile(r"^[-+]?(0[bxo][0-9a-fA-F_]+|[0-9][0-9_:]*)$")
+"""What else PyYAML reads as an integer: binary, hex, octal, underscores, sexagesimal."""
+
+
+def _shown(value: str) -> str:
+    """A scalar in an error: at most 60 characters, control characters escaped."""
+    return repr(value[:60])
 
 
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp",
+                              _StrictLoader.construct_yaml_timestamp)
+# A plain date is text, as for the API server: only an explicit !!timestamp makes a date.
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 # YAML 1.2 floats (what kubectl and the API server read): PyYAML's YAML 1.1 rule takes "1e3"
@@ -189,6 +236,11 @@ def load_yaml(data: bytes | str) -> Any:
         if root is None:
             return None
         _check_size(root)
-        return loader.construct_document(root)
+        try:
+            return loader.construct_document(root)
+        except YamlLimitError:
+            raise
+        except (ValueError, TypeError, OverflowError) as e:  # a tag its value cannot satisfy
+            raise YamlLimitError(f"a value YAML cannot build: {str(e)[:200]}") from None
     finally:
         loader.dispose()

@@ -33,9 +33,18 @@ def billion_laughs(levels: int = 9, fan: int = 9) -> str:
         ("n: " + "9" * 5000 + "\n", "an integer of 5000 digits", 1),
         ("a: &x [*x]\n", "recursive alias", None),
         (b"a: " + b"x" * MAX_BYTES + b"\n", "larger than 1,048,576 bytes", None),
+        ("n: !!int 'eight'\n", "'eight' is not an integer", 1),
+        ("n: !!timestamp 2001-02-30\n", "'2001-02-30' is not a date", 1),
+        ("n: !!float 'x'\n", "'x' is not a number", 1),
+        ("n: 1:30\n", "'1:30': write numbers in decimal", 1),
+        ("n: 0b1000\n", "'0b1000': write numbers in decimal", 1),
+        ("n: 017\n", "'017': write numbers in decimal", 1),
+        ("n: 1_000\n", "'1_000': write numbers in decimal", 1),
+        ("n: 1:30.5\n", "'1:30.5': write numbers in decimal", 1),
     ],
     ids=["alias-bomb", "duplicate-key", "not-utf8", "deep-flow", "deep-block", "huge-int",
-         "recursive-alias", "too-large"],
+         "recursive-alias", "too-large", "int-tag-on-text", "impossible-date", "float-tag-on-text",
+         "sexagesimal", "binary", "leading-zero-octal", "underscores", "sexagesimal-float"],
 )
 def test_refused_with_where_and_why(data: str | bytes, message: str, line: int | None) -> None:
     with pytest.raises(YamlLimitError) as e:
@@ -76,3 +85,16 @@ def test_loaders_name_the_file_line_and_limit(tmp_path: Path, loader: object) ->
 
 def test_a_shipped_policy_loads_unchanged() -> None:
     assert load_policy(POLICY).metadata.name == "default"
+
+
+def test_a_plain_date_is_text_as_the_api_server_reads_it_and_plus_eight_is_eight() -> None:
+    assert load_yaml("d: 2001-02-30\nn: +8\nf: 1e3\n") == {"d": "2001-02-30", "n": 8, "f": 1000.0}
+
+
+def test_a_terminal_escape_in_a_key_is_shown_escaped(tmp_path: Path) -> None:
+    f = tmp_path / "p.yaml"
+    f.write_text("apiVersion: stream-autoscaler.io/v1alpha1\nkind: ScalingPolicy\n"
+                 "metadata: {name: x}\nspec: {executors: {max: 2, \"\\e[2J\\e[31mx\": 1}}\n")
+    with pytest.raises(ManifestError) as e:
+        load_policy(f)
+    assert "\x1b" not in str(e.value) and all(p.isprintable() for p in e.value.problems)

@@ -69,6 +69,14 @@ def test_invalid_edit_is_rejected_and_last_good_policy_stays(tmp_path: Path) -> 
     )
     _write(f, "spec: [unclosed\n", 3_000)
     assert pf.current().executors.max == 8 and "YAML syntax error" in (pf.last_error or "")
+    for i, (bad, named) in enumerate([("!!int 'eight'", "'eight' is not an integer"),
+                                      ("2001-02-30", "spec.executors.max ('2001-02-30')"),
+                                      ("1:30", "'1:30': write numbers in decimal")]):
+        _write(f, POLICY.replace("max: %d", f"max: {bad}"), 4_000 + i * 1_000)
+        assert pf.current().executors.max == 8, bad  # these raised tracebacks and stopped it
+        assert named in (pf.last_error or ""), pf.last_error
+    _write(f, POLICY % 6, 9_000)
+    assert pf.current().executors.max == 6  # the reload goes on after each refusal
 
 
 def test_acts_and_remembers_the_action(tmp_path: Path) -> None:

@@ -74,10 +74,12 @@ def post(path: str, body: bytes, length: str | None = None, token: str = TOKEN) 
         (post("/executors", b'{"target": 2}', length="abc"), 400, "Content-Length ('abc')"),
         (post("/executors", b"[" * 30_000 + b"]" * 30_000), 400, "nested too deeply"),
         (post("/executors", b"x" * (control.MAX_BODY_BYTES + 1)), 413, "body too large"),
+        (post("/executors", b"{}", length="9" * 5000), 413, "body too large"),
         (post("/executors", b'{"target": true}'), 400, "target"),
         (post("/executors", b'{"target": 2}', token=TOKEN + " "), 202, ""),
     ],
-    ids=["negative-length", "non-numeric-length", "deep-json", "too-large", "bool-target",
+    ids=["negative-length", "non-numeric-length", "deep-json", "too-large", "5000-digit-length",
+         "bool-target",
          "token-with-trailing-space"],
 )
 def test_every_request_gets_an_answer(
