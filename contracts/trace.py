@@ -147,6 +147,9 @@ def _parse(text: str, source: str) -> Trace:
         line = reader.line_num
         if len(times) >= MAX_ROWS:
             raise TraceError(f"{source}:{line}: more than {MAX_ROWS:,} rows")
+        if None in row:  # DictReader puts the fields past the header under the key None
+            raise TraceError(f"{source}:{line}: {len(header) + len(row[None])} fields, the header "
+                             f"has {len(header)}")
         clean = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
         try:
             t = float(clean["t"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from contracts.api import Model
 from contracts.manifests import ManifestError, read_yaml
@@ -32,10 +32,13 @@ class ModelError(SimulatorInputError):
 class StageModel(Model):
     """One stage of the micro-batch, in execution order."""
 
+    model_config = ConfigDict(allow_inf_nan=False)
+
     name: str = Field(min_length=1, description="Stage (operator) name, as the metrics show it.")
     kind: StageKindModel = Field(description="source (read stage), stateless, or stateful.")
     cost_per_record: float = Field(
-        gt=0, description="Task time per record on one core (s/record): the stage's true cost."
+        ge=1e-9, le=10.0,
+        description="Task time per record on one core (s/record): the stage's true cost."
     )
     partitions: int | None = Field(
         default=None,
@@ -53,7 +56,14 @@ def _default_stages() -> tuple[StageModel, ...]:
 
 
 class JobModel(Model):
-    """Parameters of the simulated job. Units in each description; defaults in docs/simulator.md."""
+    """Parameters of the simulated job. Units in each description; defaults in docs/simulator.md.
+
+    Every number is finite and bounded: ``.inf`` or a tiny trigger made a run divide by zero,
+    overflow or take minutes
+    (tests/unit/simulator/test_model.py::test_a_model_out_of_bounds_is_refused_naming_the_field).
+    """
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     stages: tuple[StageModel, ...] = Field(
         default_factory=_default_stages,
@@ -61,68 +71,81 @@ class JobModel(Model):
         "(60%), 1e-4 task-s/record in all, so one core does 10,000 records/s.",
     )
     source_partitions: int = Field(
-        default=8, ge=1, description="Source partitions (count): the read stage's task cap."
+        default=8, ge=1, le=10_000,
+        description="Source partitions (count): the read stage's task cap."
     )
     state_partitions: int = Field(
         default=2,
         ge=1,
+        le=10_000,
         description="State partitions at start (count). Small on purpose: a big burst becomes "
         "partition-bound and shows the repartition move.",
     )
     initial_executors: int = Field(
         default=2,
         ge=0,
+        le=1_000,
         description="Executors at start (count) unless the policy sets executors.initial. Two "
         "sustain load 1 at a 1 s trigger with 0.3 s overhead.",
     )
-    cores_per_executor: int = Field(default=1, ge=1, description="Task slots per executor.")
+    cores_per_executor: int = Field(default=1, ge=1, le=64,
+                                    description="Task slots per executor.")
     trigger_seconds: float = Field(
         default=1.0,
-        gt=0,
+        ge=0.1,
+        le=3600,
         description="Trigger interval (s). A batch starts at the next multiple of it after the "
         "previous batch started, or at once if that batch overran.",
     )
     overhead_seconds: float = Field(
         default=0.3,
         ge=0,
+        le=600,
         description="Fixed driver time per batch (s): planning, offsets, WAL and state commits.",
     )
     max_records_per_batch: int | None = Field(
-        default=None, ge=1, description="Cap on records per batch (count); None takes all."
+        default=None, ge=1, le=10**12,
+        description="Cap on records per batch (count); None takes all."
     )
     executor_start_seconds: float = Field(
         default=10.0,
         ge=0,
+        le=3600,
         description="Request to first task on a new executor (s): registration 5–8 s plus the "
         "first task 3–4 s later (docs/spark-facts.md).",
     )
     restart_seconds: float = Field(
         default=9.0,
         ge=0,
+        le=3600,
         description="Stop at a batch boundary and resume the query (s): session start ~6 s, "
         "first result ~9 s (docs/spark-facts.md).",
     )
     repartition_bytes_per_second: float = Field(
         default=8.8e6,
-        gt=0,
+        ge=1e3,
+        le=1e12,
         description="Offline state repartition speed (bytes/s): 113 MB in 12.9 s "
         "(docs/spark-facts.md).",
     )
     keys: int = Field(
-        default=1_000_000, ge=1, description="Distinct keys the source draws from (count)."
+        default=1_000_000, ge=1, le=10**10,
+        description="Distinct keys the source draws from (count)."
     )
     initial_keys: int = Field(
-        default=200_000, ge=0, description="Keys already in state at start (count)."
+        default=200_000, ge=0, le=10**10, description="Keys already in state at start (count)."
     )
     state_bytes_per_key: float = Field(
         default=38.0,
-        gt=0,
+        ge=1,
+        le=1e7,
         description="State size per key (bytes): 113 MB for 3M keys in RocksDB "
         "(docs/spark-facts.md).",
     )
     failure_restart_seconds: float = Field(
         default=10.0,
         ge=0,
+        le=3600,
         description="For baselines only: after a driver failure the platform (Kubernetes restart "
         "policy) starts a new driver this long after the failure (s); the restart itself then "
         "takes restart_seconds. Our engine restarts the driver only when it decides RECOVER.",

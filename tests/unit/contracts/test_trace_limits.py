@@ -18,8 +18,9 @@ from contracts.trace import TraceError, load_trace, parse_trace
         ("t,load\n0,1\n1e9,2\n", ":3: t (1e+09) beyond 604800 s (a week)"),
         ("t,load\n0,1\n\0,2\n", ":3: not a number"),
         ("t,load\n" + "".join(f"{i},1\n" for i in range(100_001)), "more than 100,000 rows"),
+        ("t,input_rate\n0,100,5\n", ":2: 3 fields, the header has 2"),
     ],
-    ids=["rate-1e12", "load-5000", "t-1e9", "nul-byte", "too-many-rows"],
+    ids=["rate-1e12", "load-5000", "t-1e9", "nul-byte", "too-many-rows", "extra-field"],
 )
 def test_refused_with_line_and_why(text: str, message: str) -> None:
     with pytest.raises(TraceError) as e:

@@ -89,3 +89,58 @@ def test_docs_parameter_table_is_current() -> None:
 
     doc = (Path(__file__).resolve().parents[3] / "docs" / "simulator.md").read_text()
     assert parameters_table() in doc, "regenerate the table in docs/simulator.md"
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [("trigger_seconds: .inf\n", "trigger_seconds"),
+     ("trigger_seconds: 1.0e-300\n", "trigger_seconds"),
+     ("overhead_seconds: .nan\n", "overhead_seconds"), ("keys: 100000000000000\n", "keys"),
+     ("repartition_bytes_per_second: 1.0e-300\n", "repartition_bytes_per_second"),
+     ("state_bytes_per_key: 1.0e+300\n", "state_bytes_per_key"),
+     ("stages: [{name: s, kind: source, cost_per_record: 1.0e-320}]\n", "cost_per_record"),
+     ("source_partitions: 1000000000\n", "source_partitions")],
+    ids=["trigger-inf", "trigger-tiny", "overhead-nan", "keys-huge", "repartition-speed-tiny",
+         "state-bytes-huge", "cost-denormal", "partitions-huge"],
+)
+def test_a_model_out_of_bounds_is_refused_naming_the_field(
+    tmp_path, text: str, field: str
+) -> None:
+    """These divided by zero, overflowed or ran for minutes; now each is a ModelError."""
+    f = tmp_path / "m.yaml"
+    f.write_text(text)
+    with pytest.raises(ModelError) as e:
+        load_model(str(f))
+    assert field in str(e.value), str(e.value)
+
+
+@pytest.mark.timeout(60)
+def test_the_partition_plan_is_scored_as_one_array_and_agrees_with_the_rate(
+) -> None:
+    """1,000 executors x 4,096 partitions is planned in seconds (a per-pair loop took minutes),
+    and on small grids the plan is the count the model's own sustainable_rate scores best."""
+    import math
+    import time
+
+    from contracts.policy import ScalingPolicySpec
+    from controller.simulator import oracle_plus
+
+    model = JobModel()
+    wide = ScalingPolicySpec.model_validate(
+        {"executors": {"min": 1, "max": 1000}, "partitions": {"min": 1, "max": 4096}})
+    started = time.monotonic()
+    p = oracle_plus.plan_partitions(model, wide)
+    assert time.monotonic() - started < 10 and 1 <= p <= 4096
+    for emax, pmax in ((8, 16), (20, 64), (40, 300)):
+        policy = ScalingPolicySpec.model_validate(
+            {"executors": {"min": 1, "max": emax}, "partitions": {"min": 1, "max": pmax}})
+        best, best_score = 1, -math.inf
+        for count in range(1, pmax + 1):  # the per-pair definition
+            score = 0.0
+            for e in range(1, emax + 1):
+                ideal = model.sustainable_rate(e, max(1, min(pmax, e)))
+                got = model.sustainable_rate(e, count)
+                score += math.log(got / ideal) if got > 0 and ideal > 0 else -1e9
+            if score > best_score + 1e-12:
+                best, best_score = count, score
+        assert oracle_plus.plan_partitions(model, policy) == best, (emax, pmax)
