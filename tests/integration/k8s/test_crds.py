@@ -58,6 +58,17 @@ def test_crds_are_served_with_the_short_name(kubectl: Tool, crds: list[str]) -> 
     assert "status" in version["subresources"]
 
 
+def test_the_spark_settings_a_job_needs_are_accepted(
+    kubectl: Tool, crds: list[str], namespace: str
+) -> None:
+    doc = streamjob()
+    doc["spec"]["spark"] = {"conf": {
+        "spark.sql.shuffle.partitions": "8", "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.executor.extraJavaOptions": "-XX:+UseG1GC -XX:MaxGCPauseMillis=200 -Xss4m"}}
+    result = apply(kubectl, namespace, doc, check=False)
+    assert result.returncode == 0, result.stderr
+
+
 def test_valid_samples_are_accepted(kubectl: Tool, crds: list[str], namespace: str) -> None:
     apply(kubectl, namespace, policy("tight-slo"))
     apply(kubectl, namespace, streamjob("burst-count"))
@@ -217,6 +228,34 @@ INVALID = [
         _set("spec.executors.memory", "lots"),
         ["spec.executors.memory"],
         id="job-pattern",
+    ),
+    # the Spark settings' allowlist and the vetted JVM flags (docs/security.md), as CEL
+    pytest.param(
+        streamjob,
+        _set("spec.spark", {"conf": {"spark.driver.extraJavaOptions":
+                                     "-Dspark.kubernetes.executor.secrets.db=/mnt/x"}}),
+        ["spec.spark", "may carry only vetted GC, stack and memory flags, never -D"],
+        id="job-spark-jvm-system-property-cel",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.spark", {"conf": {"spark.kubernetes.executor.pod.featureSteps": "x.Step"}}),
+        ["spec.spark", "conf may set only the allowed Spark settings"],
+        id="job-spark-feature-steps-cel",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.spark", {"conf": {
+            "spark.kubernetes.executor.label.app.kubernetes.io/name": "prometheus"}}),
+        ["spec.spark", "conf may set only the allowed Spark settings"],
+        id="job-spark-executor-label-cel",
+    ),
+    pytest.param(
+        streamjob,
+        _set("spec.checkpoint", {"location": "/var/run/secrets/j", "volume": {
+            "claimName": "checkpoints", "mountPath": "/var/run/secrets"}}),
+        ["spec.checkpoint.volume", "mountPath may not be a system directory"],
+        id="job-checkpoint-mount-on-the-token-cel",
     ),
 ]
 
