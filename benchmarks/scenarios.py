@@ -281,10 +281,25 @@ def main(argv: list[str] | None = None) -> int:
     md += ["## Summary", "", summary + ".", ""]
     md += [f"- missed: {s}: {t}{' (oracle-plus too)' if u else ''}" for s, t, u in missed]
     if not args.no_write:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text("\n".join(md).rstrip() + "\n", encoding="utf-8")
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        kept = _hand_written(out)
+        out.write_text("\n".join(md).rstrip() + "\n" + kept, encoding="utf-8")
         print(f"written {args.out}")
     return 0
+
+
+HAND_WRITTEN = "<!-- hand-written below: make bench keeps it -->"
+"""The line after which docs/benchmark.md holds measured figures this script does not make (the
+test suite's time per tier, with their commands); a regeneration keeps them."""
+
+
+def _hand_written(path: Path) -> str:
+    if not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    at = text.find(HAND_WRITTEN)
+    return "" if at < 0 else "\n" + text[at:]
 
 
 if __name__ == "__main__":

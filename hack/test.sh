@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite: lint, the pure core, adapters against real components, burst scenarios.
 # In CI (CI=true) a missing real component fails the run instead of skipping.
+#
+# Three phases, each timed:
+#   1. first    lint, then the tiers without real components (a broken core fails in seconds)
+#   2. lanes    two pytest processes side by side: the test bed's tiers (the API server, the
+#               real node's pods: mostly waiting on pods, clocks and traces) beside the Spark
+#               tiers that drive actions themselves (correctness under any speed)
+#   3. last     the closed loops that judge capacity (the controller sizing real Spark from
+#               measured rates, the demo): alone on the machine, as their timings assume
+# Which tier goes where is the LANES table below; tests/timing.py prints each lane's tiers, and
+# this script the phases' wall times against the budget.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -19,10 +29,63 @@ for dir in "$PWD" "${XDG_CACHE_HOME:-$HOME/.cache}"; do
   fi
 done
 echo "test: $free_gib GiB free on the disk"
+t0=$SECONDS
+
+FIRST=(tests/unit tests/fuzz tests/integration/cgroups)
+# Lane order matters inside a lane: a JVM started in the pytest process keeps its classpath, and
+# the Kafka tier needs the connector jars on it, so it runs before any in-process Spark.
+LANE_A=(tests/integration/k8s tests/integration/node)
+LANE_B=(tests/integration/kafka tests/integration/metrics tests/integration/spark_pipelines
+  tests/integration/spark_runtime tests/integration/s3 tests/integration/report)
+LAST=(tests/e2e)  # and the lanes' closed loops
+# The closed loops (pytest -m closed_loop: the lanes' tiers and the demo) run in phase 3.
+PYTEST=("$VENV/bin/python" -m pytest --timeout=1800 --durations=15 -p no:cacheprovider)
+
+# Serial mode (TEST_LANES=1): every tier in one pytest, in the same order, for comparison.
+if [[ ${TEST_LANES:-2} == 1 ]]; then
+  hack/lint.sh
+  "${PYTEST[@]}" "${FIRST[@]}" "${LANE_B[@]}" "${LANE_A[@]}" "${LAST[@]}" "$@"
+  echo "test: done in $((SECONDS - t0)) s (serial)"
+  exit 0
+fi
+
+phase() { # name, pytest args...: one pytest, timed
+  local name=$1 start=$SECONDS rc=0
+  shift
+  "${PYTEST[@]}" "$@" || rc=$?
+  echo "test: $name done in $((SECONDS - start)) s (exit $rc)"
+  return "$rc"
+}
+
+lane() { # name, pytest args...: one pytest in the background, its lines prefixed
+  local name=$1
+  shift
+  (
+    set -o pipefail
+    phase "$name" "$@" 2>&1 | sed -u "s/^/[$name] /"
+  ) &
+}
+
 hack/lint.sh
-# Fast tiers first, so a broken core fails in seconds; then real components; then end to end.
-# tests/integration/node (the test bed's real node) builds stream-autoscaler:dev itself through
-# hack/image/build.sh (cached: ~1 s when nothing changed) and imports it into the node.
-# --durations: the slowest tests by name, beside the per-tier times (where to cut the budget).
-"$VENV/bin/python" -m pytest --timeout=1800 --durations=20 -p no:cacheprovider \
-  tests/unit tests/fuzz tests/integration tests/e2e "$@"
+echo "test: lint done in $((SECONDS - t0)) s"
+phase first "${FIRST[@]}" "$@"
+
+start=$SECONDS
+lane testbed "${LANE_A[@]}" -m "not closed_loop" "$@"
+pid_a=$!
+lane spark "${LANE_B[@]}" -m "not closed_loop" "$@"
+pid_b=$!
+rc=0
+wait "$pid_a" || rc=$?
+wait "$pid_b" || rc=$?
+echo "test: lanes done in $((SECONDS - start)) s"
+
+phase last "${LANE_B[@]}" "${LANE_A[@]}" "${LAST[@]}" -m closed_loop "$@" || rc=$?
+budget=$("$VENV/bin/python" -c 'from tests.timing import WALL_BUDGET_SECONDS as b; print(b)')
+took=$((SECONDS - t0))
+if ((took > budget)); then
+  echo "test: done in $took s: OVER the $budget s budget (tests/timing.py); phases above (exit $rc)"
+else
+  echo "test: done in $took s, within the $budget s budget (exit $rc)"
+fi
+exit "$rc"

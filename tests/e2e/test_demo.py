@@ -19,6 +19,8 @@ import pytest
 
 from tests.realcomponents import unavailable
 
+pytestmark = pytest.mark.closed_loop
+
 REPO = Path(__file__).resolve().parents[2]
 TRACE = "t,load\n0,0.3\n15,0.9\n80,0.25\n190,0.25\n"
 

@@ -36,7 +36,7 @@ from tests.integration.k8s.controller_env import (
 from tests.integration.k8s.k8s_tier import REPO, Tool
 from tests.realcomponents import require_spark, unavailable
 
-pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.closed_loop]
 
 CONTROLLER_SCRAPE_JOB = "stream-autoscaler-controller"
 """Prometheus' job for the controller's /metrics (in a cluster: the ServiceMonitor's)."""

@@ -32,6 +32,8 @@ from operators.verifier import committed_progress, verify
 from tests.integration.kafka.conftest import topic_name, trace_file, write_kafka_job
 from tests.realcomponents import unavailable
 
+pytestmark = pytest.mark.closed_loop
+
 HEAVY = "crc32(sha2(repeat(key, 40), 512)) AS h"
 """~30-60 us of CPU per record: one 1-core executor carries ~10-20k records/s here."""
 POLICY = {

@@ -268,6 +268,7 @@ def test_the_scripts_own_checkpoint_with_batches_is_not_silently_replaced(tmp_pa
 # --- under the controller -------------------------------------------------------------------
 
 
+@pytest.mark.closed_loop
 def test_the_controller_reads_and_scales_an_unmodified_script_job(cluster, tmp_path):
     """The embedded loop (scrape -> decide -> the runner's endpoint) on a script job started
     from a StreamJob manifest: three executors for a light word count are too many, and the

@@ -26,6 +26,7 @@ START_CAP = 1_000
 """The cap the runner starts with (records per batch)."""
 
 
+@pytest.mark.closed_loop
 def test_a_binding_admission_cap_is_lifted_by_a_restart(cluster, tmp_path, local_spark):
     from app.demo import RunnerActuator
     from contracts.manifests import load_job
