@@ -61,6 +61,9 @@ lane() { # name, pytest args...: one pytest in the background, its lines prefixe
   local name=$1
   shift
   (
+    # the test bed's lane leaves the bed (and the broker) up for phase 3; release_unused stops
+    # them at the end
+    [[ $name == testbed ]] && export TESTBED_KEEP=1
     set -o pipefail
     phase "$name" "$@" 2>&1 | sed -u "s/^/[$name] /"
   ) &
@@ -71,6 +74,18 @@ echo "test: lint done in $((SECONDS - t0)) s"
 phase first "${FIRST[@]}" "$@"
 
 start=$SECONDS
+# The test bed outlives lane A (its closed loop runs in phase 3); the end of this script stops it
+# unless someone else uses it or `make testbed` pinned it.
+release_unused() {
+  "$VENV/bin/python" - <<'PY' >/dev/null 2>&1 || true
+import sys
+sys.path.insert(0, "hack/testbed")
+import testbed, testbed_kafka
+testbed.release(0)        # no live user and not pinned: stopped
+testbed_kafka.release(0)
+PY
+}
+trap release_unused EXIT
 lane testbed "${LANE_A[@]}" -m "not closed_loop" "$@"
 pid_a=$!
 lane spark "${LANE_B[@]}" -m "not closed_loop" "$@"
