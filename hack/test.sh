@@ -53,6 +53,7 @@ phase() { # name, pytest args...: one pytest, timed
   local name=$1 start=$SECONDS rc=0
   shift
   "${PYTEST[@]}" "$@" || rc=$?
+  ((rc == 5)) && rc=0 # pytest's "no tests collected": a -k or -m that selects none here
   echo "test: $name done in $((SECONDS - start)) s (exit $rc)"
   return "$rc"
 }
