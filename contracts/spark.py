@@ -302,11 +302,19 @@ class SparkSpec(SpecModel):
 
     @model_validator(mode="after")
     def _allowed(self, info: ValidationInfo) -> SparkSpec:
+        """In a cluster (the API server's CEL, the controller, ``validate --cluster``) only
+        the allowed settings; on one's own machine (``runner --job``, the demo) anything but
+        what the controller owns: there the executors are the user's own processes, and a
+        local job may hand them its S3 keys through ``spark.executorEnv.*``."""
         cluster = bool(info.context and info.context.get(CLUSTER_CONTEXT))
         if self.master == IN_CLUSTER_MASTER and not cluster:
             return self  # the controller's own manifest for its driver, read by the runner
-        refused = [p for k, v in sorted(self.conf.items())
-                   if (p := spark_conf_problem(k, v)) is not None]
+        if cluster:
+            refused = [p for k, v in sorted(self.conf.items())
+                       if (p := spark_conf_problem(k, v)) is not None]
+        else:
+            refused = [f"{k} ({p}): the controller owns it (docs/security.md)"
+                       for k in sorted(self.conf) if (p := protected_spark_key(k)) is not None]
         if refused:
             raise ValueError("conf: " + "; ".join(refused))
         return self

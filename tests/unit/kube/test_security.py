@@ -35,8 +35,9 @@ OBJ: dict[str, Any] = {**SAMPLE, "metadata": META}
 
 
 def model(conf: dict[str, str] | None = None, **spark: Any) -> StreamJob:
+    """The sample with this ``spark``, validated as the controller and the API server do."""
     doc = {**OBJ, "spec": {**OBJ["spec"], "spark": {**spark, "conf": conf or {}}}}
-    return StreamJob.model_validate(doc)
+    return StreamJob.model_validate(doc, context={CLUSTER_CONTEXT: True})
 
 
 # --- the controller's verbs ------------------------------------------------------------------
@@ -372,3 +373,18 @@ def test_driver_ingress_from_the_environment() -> None:
     for bad in ("{", '{"a": 1}', "[1]"):
         with pytest.raises(ValueError, match=netpol.CONTROL_FROM_ENV):
             netpol.DriverIngress.from_environment({netpol.CONTROL_FROM_ENV: bad})
+
+
+def test_a_local_job_may_hand_its_executors_keys_but_never_the_controllers_settings() -> None:
+    """On one's own machine (runner --job) the executors are one's own processes: the
+    allowlist is the cluster's rule; what the controller owns is refused everywhere."""
+    keys = {"spark.executorEnv.AWS_ACCESS_KEY_ID": "k",
+            "spark.executorEnv.AWS_SECRET_ACCESS_KEY": "s"}
+    doc = {**OBJ, "spec": {**OBJ["spec"], "spark": {"conf": keys}}}
+    assert StreamJob.model_validate(doc).spec.spark.conf == keys
+    with pytest.raises(ValidationError, match=r"spark\.executorEnv\.AWS_ACCESS_KEY_ID is not a"):
+        StreamJob.model_validate(doc, context={CLUSTER_CONTEXT: True})
+    owned = {**OBJ, "spec": {**OBJ["spec"], "spark": {"conf": {
+        "spark.kubernetes.container.image": "evil:1"}}}}
+    with pytest.raises(ValidationError, match="the controller owns it"):
+        StreamJob.model_validate(owned)
