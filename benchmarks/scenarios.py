@@ -114,6 +114,21 @@ SCENARIOS = [
         model={"sourcePartitions": 24},
     ),
     Scenario(
+        "step-10x-held",
+        "traces/step-10x-held.csv",
+        "a 10x step held 30 min (within what 16 executors process: no admission cap may hold "
+        "the job below it)",
+        step_change=True,
+        policy={"executors": {"max": 20}},
+    ),
+    Scenario(
+        "burst-train",
+        "traces/burst-train.csv",
+        "10 bursts to 8x for 60 s, 90 s apart (shorter than stabilization plus cooldown: the "
+        "history, not a minute of low load, decides each scale-in)",
+        policy={"executors": {"max": 20}},
+    ),
+    Scenario(
         "over-capacity",
         "traces/over-capacity.csv",
         "burst to 12 for 120 s, above what executors.max (8) can process: no schedule meets "

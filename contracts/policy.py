@@ -267,7 +267,9 @@ class SafetyPolicy(SpecModel):
         default=4.0,
         ge=1,
         le=100,
-        description="Grow executors by at most this factor in one action (ratio).",
+        description="Grow executors by at most this factor in one action (ratio), unless the "
+        "overload is evident: arrival measured, processed below it with a backlog, and busy "
+        "past utilization.high; then one action goes to the size needed.",
     )
 
 

@@ -17,6 +17,16 @@ state partitions, at full use, without the observed-gain correction
 (:attr:`~controller.core.capacity.CapacityModel.gain_share`). On fewer executors a capped batch
 simply lasts longer; the cap only splits what would be one giant batch.
 
+A cap never holds the job below its arrival: every batch pays its fixed seconds ``F`` (the
+driver's overhead, one fixed task cost per wave) whatever it reads, so a batch of ``N`` records
+at ``w`` seconds per record carries ``N / (F + N w)`` records/s, less than the full-use rate the
+span was sized from. Where two triggers' worth would carry less than the arrival plus the
+catch-up rate (the backlog over ``lag.catchUpSeconds``), the cap is raised to the records that
+carry it, ``needed F / (1 - needed w)`` (:func:`sustaining_records`), never past what a batch of
+the SLO's budget reads. A 10x step held 30 minutes on 16 executors otherwise reads exactly the
+cap each batch at 99% of the arrival, and the lag never comes back
+(``test_admission.py::test_a_ten_fold_step_is_never_held_below_its_arrival``).
+
 A source reads its rate limit when its query starts, so the cap travels with the actions that
 start one: a repartition (the runner's ``POST /repartition``) and a recovery (the new driver's
 ``--max-records-per-batch``). The runner keeps the lower of it and the job's own cap. No new
@@ -33,14 +43,13 @@ from controller.core.capacity import CapacityModel, Layout, batch_budget_seconds
 from controller.core.inputs import Inputs
 
 ADMISSION_BATCH_TRIGGERS = 2.0
-"""A capped batch lasts about this many trigger intervals at ``executors.max``. Measured with
-``make bench`` (benchmarks/scenarios.py, 2026-11-27): at 2, 49 of 63 targets and no SLO violation
-in any scenario some schedule can meet; at 1 (the usual maxOffsetsPerTrigger rule: one trigger's
-worth) the driver's fixed time per batch takes more of each batch, and a sustained overload
-loses throughput (over-capacity: 269 s over the SLO against 240 s; 48 targets); at 3 the first
-batch after a restart holds more (48 targets); uncapped, 44. Beyond ``executors.max`` two
-triggers cost throughput (over-capacity: 240 s over the SLO, uncapped 211 s), hence the whole
-budget there (:func:`overloaded`: 215 s)."""
+"""A capped batch lasts about this many trigger intervals at ``executors.max`` (unless that
+carries less than the arrival plus the catch-up, :func:`sustaining_records`). Chosen with
+``make bench`` (docs/benchmark.md has the figures for 1, 2, 3 and uncapped): at 1 (the usual
+maxOffsetsPerTrigger rule: one trigger's worth) the driver's fixed time per batch takes more of
+each batch and a sustained overload loses throughput; at 3 the first batch after a restart
+holds more. Beyond ``executors.max`` two triggers cost throughput, hence the whole budget there
+(:func:`overloaded`)."""
 
 
 def _span(x: Inputs, reach_rate: float) -> float:
@@ -67,21 +76,61 @@ def overloaded(x: Inputs, reach_rate: float) -> bool:
 class Admission(NamedTuple):
     """A cap for the query a restart starts: ``records`` per batch, sized for batches of
     ``span_seconds`` at ``executors.max`` (``reach_rate`` records/s at full use);
-    ``overloaded`` when more arrives than that (:func:`overloaded`)."""
+    ``overloaded`` when more arrives than that (:func:`overloaded`); ``sustains``: the records/s
+    the cap was raised to carry (arrival plus catch-up, :func:`sustaining_records`), else None."""
 
     records: int
     span_seconds: float
     reach_rate: float
     overloaded: bool
+    sustains: float | None = None
 
 
-def _admission(x: Inputs, reach_rate: float) -> Admission | None:
-    """The cap at ``reach_rate`` records/s, or None when the rate is unusable (0, inf, NaN)."""
+def needed_rate(x: Inputs) -> float | None:
+    """Records/s a capped batch must carry: the arrival plus the backlog drained within
+    ``lag.catchUpSeconds``; None with the arrival unknown."""
+    s = x.snapshot
+    if s.arrival_rate is None:
+        return None
+    return s.arrival_rate + (s.backlog_records or 0.0) / x.policy.lag.catch_up_seconds
+
+
+def sustaining_records(needed: float, fixed_seconds: float, seconds_per_record: float) -> float:
+    """Records a batch must read to carry ``needed`` records/s when it pays ``fixed_seconds``
+    whatever it reads and ``seconds_per_record`` for each: ``N / (F + N w) >= needed`` gives
+    ``N >= needed F / (1 - needed w)``; infinite when no batch is long enough (``needed w >=
+    1``). ``test_admission.py::test_sustaining_records_carry_what_is_needed``."""
+    if needed <= 0:
+        return 0.0
+    room = 1.0 - needed * seconds_per_record
+    if room <= 0 or not math.isfinite(room):
+        return math.inf
+    return needed * max(fixed_seconds, 0.0) / room
+
+
+def _admission(
+    x: Inputs, reach_rate: float, fixed: float = 0.0, per_record: float = 0.0
+) -> Admission | None:
+    """The cap at ``reach_rate`` records/s, or None when the rate is unusable (0, inf, NaN).
+    With the batch's ``fixed`` seconds and ``per_record`` seconds known (a capacity model),
+    raised to carry the arrival plus the catch-up (:func:`sustaining_records`), never past the
+    records a batch of the SLO's budget reads at ``executors.max``."""
     span = _span(x, reach_rate)
     records = reach_rate * span
     if not math.isfinite(records) or records < 1:
         return None
-    return Admission(math.ceil(records), span, reach_rate, overloaded(x, reach_rate))
+    over = overloaded(x, reach_rate)
+    need = needed_rate(x)
+    if over or need is None or per_record <= 0 or not math.isfinite(per_record):
+        return Admission(math.ceil(records), span, reach_rate, over)
+    trigger = x.snapshot.trigger_interval_seconds or 0.0
+    budget = batch_budget_seconds(trigger, x.policy.lag.slo_seconds)
+    most = max((budget - fixed) / per_record, records)
+    floor = min(sustaining_records(need, fixed, per_record), most)
+    if floor <= records:
+        return Admission(math.ceil(records), span, reach_rate, over)
+    seconds = min(fixed + floor * per_record, budget)
+    return Admission(math.ceil(floor), seconds, reach_rate, over, need)
 
 
 def admission_cap(
@@ -92,7 +141,10 @@ def admission_cap(
     if model is None:
         return None
     reach = Layout(x.policy.executors.max, partitions or model.current_partitions, restart=True)
-    return _admission(x, replace(model, gain_share=1.0).capacity(reach))
+    full = replace(model, gain_share=1.0)
+    return _admission(
+        x, full.capacity(reach), full.fixed_seconds(reach), full.work_seconds_per_record(reach)
+    )
 
 
 def admission_cap_from_rate(x: Inputs, per_executor: float) -> Admission | None:
@@ -109,7 +161,13 @@ def described(cap: Admission | None, x: Inputs) -> str:
     """The clause a decision's message carries about the cap ('' without one)."""
     if cap is None:
         return ""
-    at_max = f"a {cap.span_seconds:g} s batch at executors.max={x.policy.executors.max}"
+    at_max = f"a {cap.span_seconds:.3g} s batch at executors.max={x.policy.executors.max}"
+    if cap.sustains is not None and not cap.overloaded:
+        return (
+            f"; batches capped at {cap.records:,} records after the restart ({at_max}: a "
+            f"batch pays its fixed time whatever it reads, and a shorter one would carry less "
+            f"than the {cap.sustains:,.0f} records/s of arrival plus catch-up)"
+        )
     if not cap.overloaded:
         return (
             f"; batches capped at {cap.records:,} records after the restart ({at_max}), so "

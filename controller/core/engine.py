@@ -18,10 +18,11 @@ The pipeline, in order (each step may end in a hold that says why):
 4. the guards (:mod:`~controller.core.guards`): act only outside [low, high]; scale in only to
    the highest recommendation over the stabilization window (longer after recent direction
    changes), never while catching up; cooldown after an action (a scale-in never holds back a
-   scale-out); scale-outs that did not help stay blocked for a while, for that kind of move only
-   (Dhalion's blacklist); one that helped less than modelled has later gains credited only the
-   share it delivered (:func:`~controller.core.guards.observed_gain_share`, Flink's
-   scalability coefficient);
+   scale-out); a scale-in is weighed against the next burst when the history shows bursts
+   recur (:mod:`~controller.core.recurrence`); scale-outs that did not help stay blocked for
+   a while, for that kind of move only (Dhalion's blacklist); one that helped less than
+   modelled has later gains credited only the share it delivered
+   (:func:`~controller.core.guards.observed_gain_share`, Flink's scalability coefficient);
 5. a repartition or recovery caps the batches of the query it starts
    (:mod:`~controller.core.admission`), so what piled up while the job was down drains in batches
    the SLO allows instead of one giant batch; a cap that binds (its batches read all of it and
@@ -39,7 +40,9 @@ Every threshold is a policy field (:mod:`contracts.policy`) except
 (:data:`~controller.core.guards.FLIP_BACKOFF`, :data:`~controller.core.guards.FLIP_MEMORY`)
 and the admission cap's batch length (:data:`~controller.core.admission.ADMISSION_BATCH_TRIGGERS`)
 and when a cap binds (:data:`~controller.core.caplift.CAP_READ_SHARE`,
-:data:`~controller.core.caplift.CAP_LIFT_GAIN`), documented where they are declared.
+:data:`~controller.core.caplift.CAP_LIFT_GAIN`) and when bursts recur
+(:data:`~controller.core.recurrence.RECURRENCE_MIN_BURSTS`,
+:data:`~controller.core.recurrence.RECURRENCE_TOLERANCE`), documented where they are declared.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from controller.core.cooldown import SCALE_OUT_REASONS, cooldown
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.inputs import Inputs
 from controller.core.reasons import RESTARTING_ACTIONS, Action, BottleneckKind, Reason
+from controller.core.recurrence import weigh_scale_in
 from controller.core.sizing import Demand, Plan, ceiling, drain_seconds
 
 FLIP_BACKOFF = 1.0
@@ -424,6 +425,21 @@ def scale_in(
     bounds = x.policy.executors
     highest = min(max(max(in_window), bounds.min), bounds.max)
     waited = x.now - since
+    weighed = weigh_scale_in(x, n_cur, max(target, bounds.min))
+    if weighed is not None:
+        pays, said = weighed
+        if not pays:
+            return x.hold(Reason.SCALE_DOWN_DEFERRED, f"{why}; {said}: keeping {n_cur}",
+                          diagnosis, sizing=sizing)  # fmt: skip
+        return Decision(
+            action=Action.SCALE,
+            reason=Reason.SCALE_IN,
+            message=f"scale in {n_cur} -> {max(target, bounds.min)} executors: {why}; {said}",
+            target_executors=max(target, bounds.min),
+            enforced=x.enforced,
+            diagnosis=diagnosis,
+            sizing=sizing,
+        )
     if waited < window:
         grown = f", grown for {flips} recent direction change(s)" if flips else ""
         return x.hold(

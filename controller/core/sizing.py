@@ -124,10 +124,29 @@ def drain_seconds(backlog: float, arrival: float, capacity: float) -> float | No
     return backlog / (capacity - arrival)
 
 
+def evident_overload(x: Inputs, model: CapacityModel) -> bool:
+    """The evidence for a large step is all measured: the arrival (the source's offsets), the
+    processed rate below it (the backlog grows), and the executors busy past
+    ``utilization.high`` at the arrival alone. Then the growth factor does not apply: a 10x step
+    sized x4 per action pays two restarts and a minute of lag where one gets there
+    (``test_sizing.py::test_an_evident_overload_goes_to_the_needed_size_in_one_action``)."""
+    s = x.snapshot
+    if s.arrival_rate is None or s.processed_rate is None or s.arrival_rate <= s.processed_rate:
+        return False
+    if not (s.backlog_records or 0.0) > 0:
+        return False
+    now = Layout(model.current_executors, model.current_partitions, restart=False)
+    return model.utilization(s.arrival_rate, now) >= x.policy.utilization.high
+
+
 def ceiling(x: Inputs, model: CapacityModel) -> int:
-    """Most executors one action may reach: the policy's max and the growth factor."""
-    grow = math.ceil(max(model.current_executors, 1) * x.policy.safety.max_scale_up_factor)
-    return max(min(x.policy.executors.max, grow), x.policy.executors.min)
+    """Most executors one action may reach: the policy's max and, unless the overload is
+    evident (:func:`evident_overload`), the growth factor."""
+    pol = x.policy
+    if evident_overload(x, model):
+        return max(pol.executors.max, pol.executors.min)
+    grow = math.ceil(max(model.current_executors, 1) * pol.safety.max_scale_up_factor)
+    return max(min(pol.executors.max, grow), pol.executors.min)
 
 
 def plan(x: Inputs, model: CapacityModel, required: float, arrival: float) -> Plan:
@@ -213,7 +232,10 @@ def best_effort(
         limit = (
             Reason.AT_MAX,
             f"{required:,.0f} records/s needs more than {hi} executors (max "
-            f"{pol.executors.max}, growth x{pol.safety.max_scale_up_factor:g} per action) "
+            f"{pol.executors.max}"
+            + ("" if hi >= pol.executors.max
+               else f", growth x{pol.safety.max_scale_up_factor:g} per action")
+            + f") "
             f"({cap:,.0f} records/s at target utilization)",
         )
     return Plan(chosen, downtime if chosen.restart and downtime else 0.0, limit)

@@ -7,13 +7,19 @@ ADMISSION_BATCH_TRIGGERS (2) triggers at executors.max (8 by default): the cap i
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
 from contracts.history import HistoryEntry, ScalingHistory
 from controller.core import Action, Reason, decide
-from controller.core.admission import ADMISSION_BATCH_TRIGGERS, admission_cap
+from controller.core.admission import (
+    ADMISSION_BATCH_TRIGGERS,
+    admission_cap,
+    described,
+    sustaining_records,
+)
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.inputs import Inputs
 from tests.unit.core.factories import NOW, policy, snapshot, state_heavy, stateless_heavy
@@ -132,16 +138,49 @@ def test_an_overload_beyond_executors_max_caps_at_the_slo_batch_budget() -> None
 
 
 def test_a_load_within_reach_keeps_the_two_trigger_cap() -> None:
-    """Just under what executors.max processes at full use: two triggers, not the budget."""
-    base = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=50_000, age=12)
+    """Half of what executors.max processes at full use: two triggers carry it; just over it:
+    the budget (an overload)."""
+    base = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=0, age=0)
     model = CapacityModel.from_snapshot(base, 30.0)
     assert model is not None
     reach = _full_rate_at_max(base, 4)
-    for arrival, span in ((reach * 0.99, ADMISSION_BATCH_TRIGGERS), (reach * 1.01, 15.0)):
+    for arrival, span in ((reach * 0.5, ADMISSION_BATCH_TRIGGERS), (reach * 1.01, 15.0)):
         snap = base.model_copy(update={"arrival_rate": arrival})
         cap = admission_cap(Inputs(snap, policy(), ScalingHistory(), NOW), model, 4)
         assert cap is not None and cap.span_seconds == span
         assert cap.overloaded is (span == 15.0)
+        assert cap.sustains is None
+
+
+def test_sustaining_records_carry_what_is_needed() -> None:
+    """N / (F + N w) >= needed at N = needed F / (1 - needed w); none when needed w >= 1."""
+    n = sustaining_records(80_000, 0.3, 1e-5)
+    assert n == pytest.approx(80_000 * 0.3 / 0.2)
+    assert n / (0.3 + n * 1e-5) == pytest.approx(80_000)
+    assert sustaining_records(100_000, 0.3, 1e-5) == math.inf
+    assert sustaining_records(0, 0.3, 1e-5) == 0.0
+
+
+def test_a_cap_near_reach_is_raised_to_carry_arrival_and_catch_up() -> None:
+    """A two-trigger batch (paying its fixed time every 2 s) carries the arrival but not the
+    catch-up of a 50,000-record backlog on top: the cap is raised until a batch does, within
+    the budget, and the message says why."""
+    base = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=50_000, age=12)
+    model = CapacityModel.from_snapshot(base, 30.0)
+    assert model is not None
+    full = replace(model, gain_share=1.0)
+    reach = Layout(8, 4, restart=True)
+    fixed, per = full.fixed_seconds(reach), full.work_seconds_per_record(reach)
+    two = _full_rate_at_max(base, 4) * ADMISSION_BATCH_TRIGGERS
+    carried_by_two = two / (fixed + two * per)  # what two triggers' worth carries per second
+    snap = base.model_copy(update={"arrival_rate": carried_by_two})  # plus 50k to catch up
+    x = Inputs(snap, policy(), ScalingHistory(), NOW)
+    cap = admission_cap(x, model, 4)
+    assert cap is not None and cap.sustains is not None and not cap.overloaded
+    carried = cap.records / (fixed + cap.records * per)
+    assert carried >= cap.sustains * 0.999
+    assert ADMISSION_BATCH_TRIGGERS < cap.span_seconds <= 15.0
+    assert "a shorter one would carry less than the" in described(cap, x)
 
 
 def test_a_recovery_from_the_expected_rate_under_overload_caps_at_the_budget() -> None:

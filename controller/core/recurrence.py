@@ -1,0 +1,90 @@
+"""Memory of recurrence: a scale-in is worth it only if the next burst is far enough away.
+
+A scale-in waits a stabilization window after the load falls, so on bursts that recur every
+few minutes it lands just before the next burst: it saves a few executor-seconds and buys a
+scale-out (often a restart that spreads state again) with its downtime and lag. The job's own
+history tells how bursts come back: the spacing of its past scale-outs, when regular, is a
+period (:func:`recurrence`), and the next burst is due one period after the last. A scale-in
+now saves ``(executors now - target) x seconds until then`` executor-seconds; the scale-out it
+buys costs the executors held while they start (``timing.executorStartupSeconds``) and, when
+the past scale-outs restarted the query, while it is down (the restart's downtime):
+``executors now x (startup + downtime)`` (:func:`weigh_scale_in`). A scale-in that pays is taken
+as soon as the load allows, without waiting out the stabilization window (the history, not a
+minute of low load, says the burst is over for a while); one that does not is deferred. Either
+way the reason gives both figures (``test_recurrence.py``). Bursts that stop coming break the
+period, and the stabilization window rules again.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
+
+from contracts.history import HistoryEntry, ScalingHistory
+from controller.core.inputs import Inputs
+from controller.core.reasons import RESTARTING_ACTIONS
+from controller.core.repartition import repartition_downtime
+
+RECURRENCE_MIN_BURSTS = 3
+"""Scale-outs on record before their spacing is read as a period: two gaps between three bursts
+(one gap is a coincidence)."""
+
+RECURRENCE_TOLERANCE = 0.25
+"""The gaps between scale-outs are a period only when each is within this share of a period
+of a whole number of periods: bursts that come back irregularly are not predicted."""
+
+
+class Recurrence(NamedTuple):
+    """When the next burst is expected, from the spacing of the past ones."""
+
+    bursts: int
+    """Scale-outs the period was read from."""
+    period: float
+    """The shortest gap between them (s); every other gap is a whole number of periods."""
+    next_in: float
+    """Seconds from now to the next burst the period predicts."""
+    restarts: bool
+    """The latest scale-out restarted the query (a repartition or a recovery)."""
+
+
+def _grows(e: HistoryEntry) -> bool:
+    before = e.executors_before
+    return e.executors is not None and before is not None and e.executors > before
+
+
+def recurrence(history: ScalingHistory, now: float) -> Recurrence | None:
+    """The period of the job's bursts and when the next is due, or None when the history holds
+    fewer than :data:`RECURRENCE_MIN_BURSTS` scale-outs or their gaps are irregular
+    (:data:`RECURRENCE_TOLERANCE`)."""
+    outs = [e for e in history.entries if e.kind == "action" and _grows(e)]
+    if len(outs) < RECURRENCE_MIN_BURSTS:
+        return None
+    gaps = [b.time - a.time for a, b in itertools.pairwise(outs)]
+    period = min(gaps)
+    # a burst carried without a scale-out leaves a gap of two periods, not an irregular one
+    if period <= 0 or any(
+        abs(g - period * round(g / period)) > RECURRENCE_TOLERANCE * period for g in gaps
+    ):
+        return None
+    since = now - outs[-1].time
+    next_in = period - since % period if since >= 0 else period
+    return Recurrence(len(outs), period, next_in, outs[-1].action in RESTARTING_ACTIONS)
+
+
+def weigh_scale_in(x: Inputs, n_cur: int, target: int) -> tuple[bool, str] | None:
+    """Whether a scale-in ``n_cur -> target`` pays before the next burst the history predicts
+    (see the module), and why; None without a period (then the stabilization window rules)."""
+    rec = recurrence(x.history, x.now)
+    if rec is None or target >= n_cur:
+        return None
+    saves = (n_cur - target) * rec.next_in
+    startup = x.policy.timing.executor_startup_seconds
+    down = (repartition_downtime(x) or 0.0) if rec.restarts else 0.0
+    costs = n_cur * (startup + down)
+    how = f"{startup:g} s executor start" + (f", ~{down:.0f} s down" if down else "")
+    said = (
+        f"{rec.bursts} bursts came every ~{rec.period:.0f} s, the next due in ~{rec.next_in:.0f}"
+        f" s: scaling in {n_cur} -> {target} saves ~{saves:,.0f} executor-s and the scale-out "
+        f"it needs costs ~{costs:,.0f} ({how} at {n_cur} executors)"
+    )
+    return saves >= costs, said
