@@ -2,7 +2,7 @@
 
 The runner's exporter registers these (``operators/exporter.py``), the fake runner renders them
 (``operators/testing/fake_runner_model.py``), the controller queries them
-(``controller/adapters/promql.py``, ``controller/adapters/scrape.py``) and the README documents
+(``controller/adapters/promql.py``, ``controller/adapters/scrape.py``) and docs/runner.md documents
 each one (``tests/unit/test_docs.py``). Usage::
 
     from contracts import metric_names as M

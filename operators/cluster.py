@@ -13,7 +13,7 @@ worker ALIVE. ``stop()`` ends only the processes this object started, by PID.
 ``executor_cpus=0.25`` caps each worker, and so the executor it forks, at a quarter of a core
 (a CFS quota, :mod:`operators.cgroups`) — what a pod's CPU limit does — so that several
 executors share a small machine as pods share a node (what each added one delivers is measured
-in the README, not assumed). The worker JVM starts
+in docs/benchmark.md, not assumed). The worker JVM starts
 uncapped and is moved into its group once ALIVE (it is idle after that); the executors start
 inside it.
 """

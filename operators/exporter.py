@@ -28,7 +28,7 @@ shuffle are the stateful operators in pipeline order (``stateful``), any beyond 
 ``stateless``. A user's own job (``spec.application``) has no operator names of ours: its
 stateful operators are named from its plan's progress (``aggregate``, ``join``, ``deduplicate``,
 ``aggregate#2``: :func:`operators.application.operator_names`). Every metric is declared in
-:mod:`contracts.metric_names` (documented in the README and docs/runner.md).
+:mod:`contracts.metric_names` (documented in docs/runner.md).
 """
 
 from __future__ import annotations
