@@ -15,7 +15,7 @@ measures, after a warm-up of one interval:
   p50/p99 (how late the per-job timer fires under load);
 * controller RSS (peak and last) and CPU (cores used), from /proc.
 
-Targets (issue 6): p99 <= 1 s, RSS <= 300 MB. Prints a table and writes summary.json.
+Targets: p99 <= 1 s, RSS <= 300 MB. Prints a table and writes summary.json.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 simulator.
 
 Run with ``make bench`` (``.venv/bin/python benchmarks/scenarios.py``). Prints a table per
-scenario and the verdict on our engine's targets (issue 12), and writes the same to
+scenario and the verdict on our engine's targets, and writes the same to
 ``docs/benchmark.md``. Options: ``--out FILE`` (markdown path), ``--no-write``, ``--policy F``,
 ``--model F``, ``--only NAME[,NAME]``. A scenario may override the policy and the model (shown
 under its table).

@@ -5,10 +5,9 @@ for its life (a source reads its rate limit then). It is sized from the capacity
 predicts at ``executors.max``; a prediction made on a light load's window is low (before the
 task-cost fit has windows at two loads, :mod:`~controller.core.taskcost`, each batch's fixed
 seconds count as cost per record), and a cap of two triggers at a low prediction then limits
-the job itself: on real Spark (``make demo``, 2026-11-27) a restart at t=40 s capped batches
-at 97,911 records, and through the burst three executors delivered 98,786 records/s against
-142,786 arriving, while the model, measuring the capped batches, read the job as at its
-maximum.
+the job itself: on real Spark (``make demo``, docs/benchmark.md) three executors capped this
+way delivered about two thirds of what arrived, while the model, measuring the capped batches,
+read the job as at its maximum.
 
 The evidence that the cap binds, all measured: the window's batches read the whole cap
 (:data:`CAP_READ_SHARE`), more than a batch's worth waits, the job falls behind (arrival over

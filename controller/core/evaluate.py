@@ -90,7 +90,7 @@ def evaluate(
 
 
 def log_fields(ev: Evaluation) -> dict[str, object]:
-    """The fields of the structured ``decision`` log line every host writes (STYLE item 3)."""
+    """The fields of the structured ``decision`` log line every host writes."""
     d = ev.decision
     return {
         "action": d.action.value,

@@ -5,7 +5,7 @@ Usage::
     r = Reconciler(api, settings, jobs_cache.get, policies_cache.get, sources, metrics)
     requeue_after = r.reconcile(("ns", "job"))   # seconds until the next evaluation, or None
 
-Crash safety (STYLE item 9): before an action the intent (action id, targets) goes to status;
+Crash safety: before an action the intent (action id, targets) goes to status;
 the runner keeps actions by id. A controller that restarts with an intent in status asks the
 runner about that id and follows it to its end, re-sends it if the runner never got it (same id,
 so never twice), or abandons it after ``intent_timeout_seconds``. Each step is idempotent.

@@ -1,4 +1,4 @@
-"""The benchmark's targets for our engine (issue 12), as pure functions of the run summaries.
+"""The benchmark's targets for our engine, as pure functions of the run summaries.
 
 Each verdict is ``(met, figures)``; ``met`` is None where a target does not apply (the scenario
 is not a step change, or no burst ends early enough to judge). ``benchmarks/scenarios.py``

@@ -1,4 +1,4 @@
-"""The fuzz tier (issue #15 item 7): hostile policies, StreamJobs, traces and control requests,
+"""The fuzz tier: hostile policies, StreamJobs, traces and control requests,
 generated deterministically, each under a time limit in a worker with a memory cap. Every input
 is accepted or refused with a clear error; 0 tracebacks, 0 hangs. Figures printed (``-s``)."""
 

@@ -1,4 +1,4 @@
-"""The burst story on real pods (issue #16 items 4-7): the chart's controller in pods (2
+"""The burst story on real pods: the chart's controller in pods (2
 replicas, leader election), a managed StreamJob whose driver and executors are real pods on the
 test bed's node with CPU-limited executors, the checkpoint and the sink on a shared local
 PersistentVolume; the burst -> executor pods appear -> scale-in at a batch boundary with no

@@ -1,5 +1,5 @@
-"""A user's Kafka script, unmodified, as a managed StreamJob on real pods (issue #13's "done
-when", #16's pods): ``examples/pyspark/kafka_windowed_wordcount.py`` (written as Spark's own
+"""A user's Kafka script, unmodified, as a managed StreamJob on real pods:
+``examples/pyspark/kafka_windowed_wordcount.py`` (written as Spark's own
 Kafka example) from a ConfigMap (``spec.application.configMap``), the driver and CPU-limited
 executors real pods on the test bed's node with Spark's Kafka connector and S3A from the image,
 reading a topic of a broker on the node's gateway address (pods and the host reach it), the

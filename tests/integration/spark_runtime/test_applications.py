@@ -297,7 +297,7 @@ def test_the_controller_reads_and_scales_an_unmodified_script_job(cluster, tmp_p
         "apiVersion": "stream-autoscaler.io/v1alpha1", "kind": "ScalingPolicy",
         "metadata": {"name": "script-loop"},
         # At 1 s triggers the fixed per-task cost alone kept 3 executors 40-44% busy (the
-        # engine's known overcount, issue 12); 2 s triggers halve it.
+        # engine's known overcount); 2 s triggers halve it.
         "spec": {"mode": "enforce", "executors": {"min": 1, "max": 3},
                  "timing": {"evaluationIntervalSeconds": 5, "windowSeconds": 20,
                             "cooldownSeconds": 10, "scaleDownStabilizationSeconds": 20}}}))

@@ -1,4 +1,4 @@
-"""The admission cap on a file source (#12 item 3): a restart's cap counts records, Spark's file
+"""The admission cap on a file source: a restart's cap counts records, Spark's file
 source limits files (``maxFilesPerTrigger``). Our pipeline and a user's script, restarted with a
 record cap on a checkpoint that already read files, read the pile of files that arrived while
 they were down in batches of ``cap // records per file`` files, the records per file measured

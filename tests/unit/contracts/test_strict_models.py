@@ -1,6 +1,6 @@
 """What a person writes means what it says: no coercion, finite numbers, bounded work.
 
-Each row is one defect the hostile-input campaign found in the validator (issue #15): the value
+Each row is one defect the hostile-input campaign found in the validator: the value
 used to be accepted (``true`` as 1, ``'8'`` as 8, ``.inf`` and 1e308 as numbers, a missing
 apiVersion) and then refused by the cluster or fatal to the engine.
 """

@@ -1,4 +1,4 @@
-"""Trace input that used to hang, allocate petabytes or raise a traceback (issue #15)."""
+"""Trace input that used to hang, allocate petabytes or raise a traceback."""
 
 from __future__ import annotations
 

@@ -162,7 +162,7 @@ CAP = 97_911
 
 
 def capped(**kw: Any) -> MetricsSnapshot:
-    """Capped batches that bind (the demo of 2026-11-27, controller/core/caplift.py): three
+    """Capped batches that bind (the demo's, controller/core/caplift.py): three
     executors whose batches read ``rows_per_batch`` (default: the whole cap) in
     ``batch_seconds`` (default 0.9 s of a 1 s trigger), light on CPU, while 142,786 records/s
     arrive and a pile of 2 M waits."""

@@ -1,6 +1,6 @@
 """An admission cap that binds is lifted by a restart (controller/core/caplift.py): named
-cases, the demo's situation first (2026-11-27: batches capped at 97,911 records on three
-executors, 98,786 records/s delivered against 142,786 arriving)."""
+cases, the demo's situation first (batches capped at 97,911 records on three executors,
+98,786 records/s delivered against 142,786 arriving)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The observed scalability coefficient (issue #12 item 2; Flink 1.12 fits one): a scale-out
+"""The observed scalability coefficient (Flink 1.12 fits one): a scale-out
 that delivered less of its promised gain than modelled, judged once it settled while the job is
 still saturated, has later gains credited only the share it delivered — so the next scale-out
 asks for enough at once. Below ``safety.ineffectiveScaleUpRatio`` the move is blocked instead

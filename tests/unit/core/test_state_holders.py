@@ -1,4 +1,4 @@
-"""The stateful stage runs on the executors holding its state (#12 item 2).
+"""The stateful stage runs on the executors holding its state.
 
 Stateful tasks stick to the executors with their state store (docs/spark-facts.md): executors
 added in place take none of them until a restart spreads the state. The holders come from the

@@ -1,4 +1,4 @@
-"""The fixed cost per task (issue #12 item 2: "a per-task fixed cost fitted from windows at
+"""The fixed cost per task ("a per-task fixed cost fitted from windows at
 different rates"). A task pays a fixed part (launch, shuffle fetch, the state store's commit,
 the output file's) whatever it reads; busy time per record taken at one load folds it into the
 per-record cost, so a light load looks busy.

@@ -1,4 +1,4 @@
-"""A reconcile pass that raises leaves a trace a person sees (issue #15 item 2): Degraded
+"""A reconcile pass that raises leaves a trace a person sees: Degraded
 ``ReconcileFailed`` in status and one Event when it starts, not only a log line and a backoff.
 The API client is a stand-in (KubeApi is a seam we own); the real API server path of the same
 writes is covered by tests/integration/k8s."""

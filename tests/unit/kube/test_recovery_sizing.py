@@ -1,7 +1,7 @@
 """A driver pod that vanished (deleted, evicted, its node lost) is recreated sized by the
 engine's recovery (``controller.core.failure.recover``) from what status last observed: enough
 executors to drain the backlog and what arrives during the restart within
-``lag.catchUpSeconds`` — not at the last size (issue #16 item 7). The real-pod stories check the
+``lag.catchUpSeconds`` — not at the last size. The real-pod stories check the
 same on a real node (tests/integration/node/pods.py::kill_driver_and_recover)."""
 
 from __future__ import annotations

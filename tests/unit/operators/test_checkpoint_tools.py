@@ -1,4 +1,4 @@
-"""Checkpoint tooling tells the truth (issue #15 item 6): corrupt logs are named, a backup never
+"""Checkpoint tooling tells the truth: corrupt logs are named, a backup never
 deletes what it did not create, a full disk leaves nothing half-written, and a repartition's
 arguments are checked before Spark starts. Checkpoints here are written as Spark writes them
 (version line + JSON); no Spark runs."""
