@@ -107,14 +107,9 @@ def run(args: argparse.Namespace) -> int:
         "repartitions", "direction_changes", "records_in", "exactly_once",
     )  # fmt: skip
     print(json.dumps({k: summary.get(k) for k in keys}, indent=2))
+    from app.demo_report import graded
+
     for p in summary.get("scale_out_predictions", []):
-        got = (
-            f"delivered {p['achieved_rate']:,} records/s ({p['error']:+.0%}) over "
-            f"{p['saturated_seconds']} saturated s"
-            if p["achieved_rate"] is not None
-            else "never saturated after it: its capacity was not observed"
-        )
-        print(f"t={p['t']:g} s {p['reason']} to {p['executors']} executor(s): predicted "
-              f"{p['predicted_rate']:,} records/s at full use, {got}")  # fmt: skip
+        print(graded(p))
     print(f"written to {args.out}/ (summary.json, timeline.csv, timeline.png, report.html)")
     return 0 if summary.get("exactly_once") else 1

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts.trace import Trace
+from controller.core.grading import SHORTFALL_SHARE
 from controller.simulator.report import direction_changes
 
 if TYPE_CHECKING:
@@ -303,9 +304,32 @@ def prediction_errors(
                 "achieved_rate": None if achieved is None else round(achieved),
                 "saturated_seconds": len(seen),
                 "error": None if achieved is None else round(achieved / predicted - 1.0, 3),
+                # the engine's own rule for naming a shortfall (controller/core/grading.py)
+                "shortfall": achieved is not None and achieved < SHORTFALL_SHARE * predicted,
             }
         )
     return out
+
+
+def graded(p: dict[str, Any]) -> str:
+    """One line for a prediction of :func:`prediction_errors`, naming a shortfall."""
+    if p["achieved_rate"] is None:
+        got = "never saturated after it: its capacity was not observed"
+    else:
+        got = (
+            f"delivered {p['achieved_rate']:,} records/s ({p['error']:+.0%}) over "
+            f"{p['saturated_seconds']} saturated s"
+        )
+        if p.get("shortfall"):
+            got += (
+                f" — a shortfall (under {SHORTFALL_SHARE:.0%} of the prediction): the executors "
+                "delivered less than measured at calibration (noisy neighbours, a slower node, "
+                "less CPU)"
+            )
+    return (
+        f"t={p['t']:g} s {p['reason']} to {p['executors']} executor(s): predicted "
+        f"{p['predicted_rate']:,} records/s at full use, {got}"
+    )
 
 
 ACTION_LABEL_LEVELS = 4
@@ -415,8 +439,9 @@ def write_html(
     decisions: list[dict[str, Any]],
     actions: Sequence[dict[str, Any]] = (),
 ) -> None:
-    """report.html: the plot (embedded), the summary, the actions carried out (start and end)
-    and the decisions that changed something, with their messages."""
+    """report.html: the plot (embedded), the summary, the actions carried out (start and end),
+    each scale-out's predicted against achieved capacity (a shortfall named) and the decisions
+    that changed something, with their messages."""
     img = base64.b64encode(png.read_bytes()).decode() if png.exists() else ""
     rows = "".join(
         f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(json.dumps(v))}</td></tr>"
@@ -433,6 +458,9 @@ def write_html(
         f"<td>{html.escape(d['message'])}</td></tr>"
         for d in decisions
     )
+    graded_items = "".join(
+        f"<li>{html.escape(graded(p))}</li>" for p in summary.get("scale_out_predictions", [])
+    ) or "<li>no action added capacity</li>"
     path.write_text(
         "<!doctype html><meta charset=utf-8><title>stream-autoscaler demo</title>"
         "<style>body{font-family:sans-serif;max-width:1000px;margin:auto}"
@@ -443,6 +471,7 @@ def write_html(
         f"<h2>Summary</h2><table>{rows}</table>"
         "<h2>Actions carried out</h2><table><tr><th>start (s)</th><th>end (s)</th>"
         f"<th>action</th><th>reason</th><th>executors</th><th>partitions</th></tr>{done}</table>"
+        f"<h2>Predicted against achieved capacity</h2><ul>{graded_items}</ul>"
         f"<h2>Decisions that changed something</h2><table>{acts}</table>",
         encoding="utf-8",
     )

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from contracts.api import Model
 
-EntryKind = Literal["recommendation", "action", "blocked"]
+EntryKind = Literal["recommendation", "action", "blocked", "grade"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,15 @@ class HistoryEntry(Model):
         default=None, description="Capacity the action was expected to deliver (records/s)."
     )
     until: float | None = Field(default=None, description="Blocked until this Unix time (s).")
+    achieved_rate: float | None = Field(
+        default=None,
+        description="Capacity the graded action delivered, measured while the job was "
+        "saturated (records/s; grade entries; expectedRate is then its predicted full "
+        "capacity).",
+    )
+    graded_time: float | None = Field(
+        default=None, description="Unix time (s) of the action a grade entry judges."
+    )
 
     def blocks(self, now: float, executors: int, partitions: int | None) -> bool:
         """This is a block in force against moving to (executors, partitions): see

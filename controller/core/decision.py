@@ -68,6 +68,11 @@ class Decision(Model):
     block: HistoryEntry | None = Field(
         default=None, description="A move found ineffective, to remember as blocked."
     )
+    grade: HistoryEntry | None = Field(
+        default=None,
+        description="The last action's predicted against achieved capacity, graded now "
+        "(controller.core.grading), to remember.",
+    )
 
     @property
     def acts(self) -> bool:
@@ -119,6 +124,8 @@ def record_recommendation(
         )
     if decision.block is not None:
         h = h.add(decision.block, now, lim)
+    if decision.grade is not None:
+        h = h.add(decision.grade, now, lim)
     return h
 
 

@@ -42,7 +42,8 @@ and the admission cap's batch length (:data:`~controller.core.admission.ADMISSIO
 and when a cap binds (:data:`~controller.core.caplift.CAP_READ_SHARE`,
 :data:`~controller.core.caplift.CAP_LIFT_GAIN`) and when bursts recur
 (:data:`~controller.core.recurrence.RECURRENCE_MIN_BURSTS`,
-:data:`~controller.core.recurrence.RECURRENCE_TOLERANCE`), documented where they are declared.
+:data:`~controller.core.recurrence.RECURRENCE_TOLERANCE`) and what grade names a shortfall
+(:data:`~controller.core.grading.SHORTFALL_SHARE`), documented where they are declared.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ from controller.core.caplift import lift
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import diagnose, failure_evidence
 from controller.core.failure import recover, restart_in_flight
+from controller.core.grading import described as graded
+from controller.core.grading import grade
 from controller.core.guards import band, observed_gain_share, scale_in
 from controller.core.inflight import unexplained_age, with_batch_in_flight
 from controller.core.inputs import Inputs
@@ -69,7 +72,19 @@ from controller.core.taskcost import samples as cost_samples
 def decide(
     snapshot: MetricsSnapshot, policy: ScalingPolicySpec, history: ScalingHistory, now: float
 ) -> Decision:
-    """What the job should run with now, and why. Pure: same inputs, same decision."""
+    """What the job should run with now, and why. Pure: same inputs, same decision. The last
+    action that added capacity is graded once it can be (:mod:`~controller.core.grading`): the
+    grade rides on the decision, which says it."""
+    d = _decide(snapshot, policy, history, now)
+    g = grade(Inputs(snapshot, policy, history, now))
+    if g is None:
+        return d
+    return d.model_copy(update={"grade": g, "message": d.message + graded(g)})
+
+
+def _decide(
+    snapshot: MetricsSnapshot, policy: ScalingPolicySpec, history: ScalingHistory, now: float
+) -> Decision:
     x = Inputs(snapshot, policy, history, now)
     in_flight = restart_in_flight(x)
     if in_flight is not None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from controller.core import Action, Decision, Reason
+from controller.core.grading import SHORTFALL_SHARE
 
 P = "stream_autoscaler_controller_"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 ACTION_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+RATIO_BUCKETS = (0.25, 0.5, SHORTFALL_SHARE, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)
 RESULTS = ("ok", "conflict", "error")
 """How a reconcile pass ends (a 409 conflict is retried)."""
 OUTCOMES = ("started", "refused", "succeeded", "failed", "abandoned")
@@ -44,6 +46,12 @@ class ControllerMetrics:
         self.queue_depth = Gauge(P + "queue_depth", "Keys ready in the work queue.", registry=r)
         self.jobs = Gauge(P + "jobs", "StreamJobs in the cache.", registry=r)
         self.leader = Gauge(P + "leader", "1 while this instance holds the Lease.", registry=r)
+        self.achieved = Histogram(P + "action_achieved_ratio",
+                                  "Achieved over predicted capacity of each graded action.",
+                                  buckets=RATIO_BUCKETS, registry=r)
+        self.shortfalls = Counter(P + "action_shortfalls_total",
+                                  "Graded actions that delivered under the shortfall share.",
+                                  registry=r)
         self.watch_restarts = Counter(P + "watch_restarts_total",
                                       "Watches restarted, by kind and why (expired = 410 Gone).",
                                       ["kind", "reason"], registry=r)
@@ -67,6 +75,12 @@ class ControllerMetrics:
 
     def decision(self, d: Decision) -> None:
         self.decisions.labels(d.action.value, d.reason.value).inc()
+        g = d.grade
+        if g is not None and g.expected_rate and g.achieved_rate is not None:
+            ratio = g.achieved_rate / g.expected_rate
+            self.achieved.observe(ratio)
+            if ratio < SHORTFALL_SHARE:
+                self.shortfalls.inc()
 
     def action(self, action: str, outcome: str, seconds: float) -> None:
         self.actions.labels(action, outcome).inc()

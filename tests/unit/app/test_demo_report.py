@@ -272,7 +272,7 @@ def _saturation_row(t: float, processed: float | None, lag: float, executors: in
 
 
 def test_each_scale_out_is_checked_against_what_it_delivered_while_saturated() -> None:
-    from app.demo_report import PREDICTION_SETTLE_SECONDS, prediction_errors
+    from app.demo_report import PREDICTION_SETTLE_SECONDS, graded, prediction_errors
 
     actions = [
         {"t": 10.0, "t_end": 20.0, "reason": "RepartitionStateBound", "executors": 2,
@@ -295,6 +295,11 @@ def test_each_scale_out_is_checked_against_what_it_delivered_while_saturated() -
         ("ScaleOut", 100_000, None, None),
     ]
     assert got[0]["saturated_seconds"] == 2
+    # 50% of the prediction is under the engine's shortfall share: named, in the line the demo
+    # prints and the report shows
+    assert [p["shortfall"] for p in got] == [True, False]
+    assert "a shortfall (under 60% of the prediction)" in graded(got[0])
+    assert "its capacity was not observed" in graded(got[1])
 
 
 # --- what waits while the query is stopped ------------------------------------------------------

@@ -45,3 +45,19 @@ def test_an_action_counts_and_times_once_it_ends() -> None:
                'outcome="started"}'] == 1
     assert got['stream_autoscaler_controller_action_seconds_count{action="repartition"}'] == 1
     assert got['stream_autoscaler_controller_action_seconds_sum{action="repartition"}'] == 26.0
+
+
+def test_a_graded_action_is_observed_and_a_shortfall_counted() -> None:
+    from contracts.history import HistoryEntry
+    from controller.core import Decision
+
+    m = ControllerMetrics()
+    assert samples(m)["stream_autoscaler_controller_action_shortfalls_total"] == 0
+    for achieved in (90_000.0, 40_000.0):  # 90% and 40% of a 100,000 records/s prediction
+        g = HistoryEntry(time=1.0, kind="grade", reason="ScaleOut", executors=4,
+                         expected_rate=100_000.0, achieved_rate=achieved, graded_time=0.0)
+        m.decision(Decision(action=Action.HOLD, reason=Reason.WITHIN_BAND, message="", grade=g))
+    got = samples(m)
+    assert got["stream_autoscaler_controller_action_achieved_ratio_count"] == 2
+    assert got['stream_autoscaler_controller_action_achieved_ratio_bucket{le="0.5"}'] == 1
+    assert got["stream_autoscaler_controller_action_shortfalls_total"] == 1
