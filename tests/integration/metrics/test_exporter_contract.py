@@ -40,9 +40,14 @@ def test_the_exporter_labels_each_metric_as_declared() -> None:
 
     metrics = RunnerMetrics("j", ["counts"])
     by_full = {m.full: m for m in M.ALL}
+    checked = set()
     for attr in vars(metrics).values():
         name = getattr(attr, "_name", None)
         if name is None or (name not in by_full and name.removesuffix("_total") not in by_full):
             continue
         m = by_full.get(name) or by_full[name.removesuffix("_total")]
         assert tuple(attr._labelnames) == m.labels, m.name
+        checked.add(m.full)
+    # every declared metric was found and checked: a prometheus_client that renamed its private
+    # attributes would fail here instead of passing with nothing checked
+    assert checked == set(by_full), sorted(set(by_full) - checked)
