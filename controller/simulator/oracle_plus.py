@@ -335,6 +335,8 @@ def plan_and_replay(
     the one with the least violation (a load above capacity has no clean schedule)."""
     slo = policy.lag.slo_seconds
     horizon = duration or trace.duration
+    static = cheapest_clean_static(trace, model, policy, horizon, dt)
+    static_cost = static[1].job.counters.executor_seconds if static else math.inf
     best: PlusResult | None = None
     attempts = 0
     for margin in MARGINS:
@@ -343,6 +345,8 @@ def plan_and_replay(
             break
         attempts += 1
         plan = solve_plus(trace, model, policy, horizon, dt, max(plan_slo, model.trigger_seconds))
+        if plan.executor_seconds >= static_cost:
+            break  # a tighter SLO only costs more: the static size wins from here
         scaler = ScheduleAutoscaler(plan, window=policy.timing.window_seconds)
         res = run(
             trace,
@@ -357,14 +361,15 @@ def plan_and_replay(
             best = PlusResult(plan, res, attempts)
         if got <= 1e-9 or plan.slo_violation_seconds > 0:  # clean, or no clean plan exists
             break
-    assert best is not None
     # never worse than a static schedule the simulator confirms: a clean static one replaces a
     # plan that violates the SLO or costs more (the trigger-rate plan calls some loads
     # infeasible that longer batches carry)
-    clean = best.run.job.counters.slo_violation_seconds <= 1e-9
-    below = best.run.job.counters.executor_seconds if clean else math.inf
-    static = cheapest_clean_static(trace, model, policy, horizon, dt, below)
-    if static is not None:
+    if static is not None and (
+        best is None
+        or best.run.job.counters.slo_violation_seconds > 1e-9
+        or best.run.job.counters.executor_seconds > static_cost
+    ):
         plan, res = static
         return PlusResult(plan, res, attempts, static=plan.requested[0])
+    assert best is not None
     return PlusResult(best.plan, best.run, attempts)
