@@ -14,9 +14,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from contracts.api import Model
+from contracts.reasons import Reason
 
 EntryKind = Literal["recommendation", "action", "blocked", "grade"]
 
@@ -54,7 +55,9 @@ class HistoryEntry(Model):
         default=None, description="Executors when the action started (count; action entries)."
     )
     partitions: int | None = Field(default=None, description="Target state partitions (count).")
-    reason: str = Field(default="", description="Reason code.")
+    reason: str = Field(
+        default="", description="Reason code (contracts.reasons.Reason; empty for none)."
+    )
     rate_before: float | None = Field(
         default=None, description="Processed rate when the action started (records/s)."
     )
@@ -71,6 +74,15 @@ class HistoryEntry(Model):
     graded_time: float | None = Field(
         default=None, description="Unix time (s) of the action a grade entry judges."
     )
+
+    @field_validator("reason")
+    @classmethod
+    def _a_reason_code(cls, v: str) -> str:
+        """Only the engine's reason codes (or none): a history whose entries carry anything
+        else was not written by the engine (``tests/unit/contracts/test_reasons.py``)."""
+        if v and v not in Reason.__members__.values():
+            raise ValueError(f"{v!r} is not a reason code (contracts.reasons.Reason)")
+        return v
 
     def blocks(self, now: float, executors: int, partitions: int | None) -> bool:
         """This is a block in force against moving to (executors, partitions): see

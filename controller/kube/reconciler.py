@@ -51,20 +51,6 @@ TOKEN_TTL_SECONDS = 60.0
 """How long a runner token read from its Secret is reused: a rotated token is picked up within a
 minute, and a 401 meanwhile only delays one evaluation."""
 
-REFUSING_HOLDS = {
-    "AtMaxCapacity",
-    "BlockedIneffective",
-    "SourcePartitionBound",
-    "DriverOverheadBound",
-    "Skewed",
-    "MemoryPressure",
-    "PartitionBoundRepartitionDisabled",
-    "NoMetrics",
-    "StaleMetrics",
-}
-"""Holds that refuse a change the load asks for (or cannot see): each gets an Event when it
-starts, so a refusal is visible in ``kubectl describe`` and not only in logs."""
-
 MAX_PROBLEMS = 5
 """Validation errors quoted in a SpecInvalid/PolicyInvalid condition and Event: enough to fix
 the usual mistake, short enough to read in ``kubectl describe`` (``validate FILE`` lists all)."""
@@ -460,7 +446,7 @@ class Reconciler:
 
     def _refusal_event(self, obj: Obj, d: Decision) -> None:
         last = ((obj.get("status") or {}).get("lastDecision") or {}).get("reason")
-        if d.reason.value in REFUSING_HOLDS and d.reason.value != last:
+        if d.reason.refuses and d.reason.value != last:
             self._event(obj, "Warning", d.reason.value, d.message)
 
 

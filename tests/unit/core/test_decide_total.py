@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.history import HistoryEntry, ScalingHistory
 from contracts.policy import ScalingPolicySpec
+from contracts.reasons import Reason
 from controller.core import Decision, MetricsSnapshot, StageMetrics, decide
 
 NOW = 1_700_000_000.0
@@ -197,7 +198,7 @@ def healthy_snapshots(draw: st.DrawFn) -> MetricsSnapshot:
 def histories(draw: st.DrawFn) -> ScalingHistory:
     entries = []
     for _ in range(draw(st.integers(0, 6))):
-        kind = draw(st.sampled_from(["recommendation", "action", "blocked"]))
+        kind = draw(st.sampled_from(["recommendation", "action", "blocked", "grade"]))
         t = NOW - draw(st.floats(0, 3000))
         entries.append(
             HistoryEntry(
@@ -206,7 +207,7 @@ def histories(draw: st.DrawFn) -> ScalingHistory:
                 action=draw(st.sampled_from([None, "scale", "repartition"])),
                 executors=draw(st.one_of(st.none(), st.integers(0, 1000))),
                 partitions=draw(st.one_of(st.none(), st.integers(1, 4096))),
-                reason="x",
+                reason=draw(st.sampled_from(["", *(r.value for r in Reason)])),
                 rate_before=draw(maybe_rate),
                 expected_rate=draw(maybe_rate),
                 until=(t + draw(st.floats(0, 3600))) if kind == "blocked" else None,
@@ -343,7 +344,7 @@ def test_found_by_this_run_recovery_sized_from_an_absurd_rate_is_capped() -> Non
     history = ScalingHistory(
         entries=(
             HistoryEntry(
-                time=NOW, kind="recommendation", executors=1, reason="x", expected_rate=1.0
+                time=NOW, kind="recommendation", executors=1, reason="WithinBand", expected_rate=1.0
             ),
         )
     )

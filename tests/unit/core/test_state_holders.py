@@ -18,7 +18,7 @@ from tests.unit.core.factories import NOW, Case, check, state_heavy
 
 def _act(ago: float, action: str, executors: int, before: int | None = None) -> HistoryEntry:
     return HistoryEntry(time=NOW - ago, kind="action", action=action, executors=executors,
-                        executors_before=before, reason="test")  # fmt: skip
+                        executors_before=before, reason="ScaleOut")  # fmt: skip
 
 
 HOLDERS = [
