@@ -46,14 +46,14 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         non_null = [v for v in variants if v.get("type") != "null"]
         nullable = len(non_null) < len(variants)
         if len(non_null) == 1:
-            out = _structural({**non_null[0], **rest}, defs)
+            merged = _structural({**non_null[0], **rest}, defs)
         else:
-            out = _merge_objects([_structural(v, defs) for v in non_null])
-            out.update(_structural(rest, defs))
+            merged = _merge_objects([_structural(v, defs) for v in non_null])
+            merged.update(_structural(rest, defs))
         if nullable:
-            out["nullable"] = True
-            out.pop("default", None)
-        return out
+            merged["nullable"] = True
+            merged.pop("default", None)
+        return merged
     out: dict[str, Any] = {}
     for k, v in node.items():
         if k in _DROP and not (k == "additionalProperties" and isinstance(v, dict)):
@@ -228,7 +228,7 @@ def policy_table() -> str:
             default = "" if f.default is None else f"`{f.default}`"
             type_name = getattr(sub, "__name__", str(sub)).replace(" | None", " (optional)")
             if str(sub).startswith("typing.Literal"):
-                type_name = " \\| ".join(f"`{a}`" for a in sub.__args__)  # type: ignore[union-attr]
+                type_name = " \\| ".join(f"`{a}`" for a in sub.__args__)
             desc = (f.description or "").replace("|", "\\|")
             lines.append(f"| `{prefix}{wire}` | {type_name} | {default} | {desc} |")
 

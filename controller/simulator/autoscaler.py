@@ -44,10 +44,18 @@ class Current:
 
 
 class Autoscaler(Protocol):
-    name: str
-    interval: float
-    window: float
-    auto_recover: bool
+    """What the simulator's loop drives: a name, how often it ticks and over what window it
+    looks (read-only: the engine's come from its policy), whether it recovers a dead driver
+    itself, and the tick."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def interval(self) -> float: ...
+    @property
+    def window(self) -> float: ...
+    @property
+    def auto_recover(self) -> bool: ...
 
     def tick(self, obs: Observation, now: float, cur: Current) -> Command | None: ...
 
