@@ -184,3 +184,83 @@ def capped(**kw: Any) -> MetricsSnapshot:
     }  # fmt: skip
     fields.update(kw)
     return snapshot(**fields)
+
+
+# --- the cooldown cases (test_cooldown.py runs them; test_engine.py counts their reasons) ----
+
+COOLDOWN_CASES = [
+    Case(
+        "cooldown after an action holds a scale-out",
+        stateless_heavy(arrival=20_000, backlog=50_000, age=10),
+        (Action.HOLD, Reason.COOLDOWN, None, None),
+        history=history((10, "action", 1)),
+    ),
+    Case(
+        "load that outgrew the last scale-out's sizing scales out within its cooldown",
+        stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
+        (Action.REPARTITION, Reason.REPARTITION_OUT, 8, 8),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
+                             reason="ScaleOut", rate_before=4_000, expected_rate=19_000),
+            )
+        ),
+    ),
+    Case(
+        "load within the last scale-out's sizing waits out its cooldown",
+        stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
+        (Action.HOLD, Reason.COOLDOWN, None, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
+                             reason="ScaleOut", rate_before=4_000, expected_rate=38_000),
+            )
+        ),
+    ),
+    Case(
+        "a scale-in does not hold back a scale-out (no cooldown after it)",
+        stateless_heavy(arrival=20_000, backlog=50_000, age=10),
+        (Action.SCALE, Reason.SCALE_OUT, 4, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 10, kind="action", action="scale", executors=1, reason="ScaleIn"
+                ),
+            )
+        ),
+    ),
+    Case(
+        "a scale-in's own transient at the same load and no lag does not undo it",
+        stateless_heavy(arrival=40_000, executors=2, backlog=20_000, age=1),
+        (Action.HOLD, Reason.COOLDOWN, None, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 26, kind="action", action="scale", executors=2,
+                             reason="ScaleIn", rate_before=40_000),
+            )
+        ),
+        message_has="has not come back",
+    ),
+    Case(
+        "after a scale-in settled (cooldown and one window), the same reading scales out",
+        stateless_heavy(arrival=40_000, executors=2, backlog=20_000, age=1),
+        (Action.SCALE, Reason.SCALE_OUT, 8, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 61, kind="action", action="scale", executors=2,
+                             reason="ScaleIn", rate_before=40_000),
+            )
+        ),
+    ),
+    Case(
+        "load that came back right after a scale-in scales out at once",
+        stateless_heavy(arrival=48_000, executors=2, backlog=20_000, age=1),
+        (Action.REPARTITION, Reason.REPARTITION_OUT, 8, 8),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 26, kind="action", action="scale", executors=2,
+                             reason="ScaleIn", rate_before=40_000),
+            )
+        ),
+    ),
+]

@@ -18,6 +18,7 @@ from controller.core import (
     record,
 )
 from tests.unit.core.factories import (
+    COOLDOWN_CASES,
     NOW,
     Case,
     capped,
@@ -28,7 +29,6 @@ from tests.unit.core.factories import (
     state_heavy,
     stateless_heavy,
 )
-from tests.unit.core.test_cooldown import COOLDOWN_CASES
 
 
 def _acted(reason: str, executors: int, rate_before: float, expected: float,

@@ -76,7 +76,7 @@ def test_the_new_driver_restores_with_the_state_partitions_the_recovery_was_size
     from contracts.streamjob import ActionIntent, StreamJob
     from controller.kube import resources
     from controller.kube.settings import ManagedSettings
-    from tests.unit.kube.test_status_and_resources import JOB
+    from tests.unit.kube.factories import JOB
 
     d = recovery_from_status(draft(status(REPARTITIONED)), POLICY, "wc", DRIVER)
     n = d.target_executors or 0
@@ -111,7 +111,7 @@ def test_the_new_driver_caps_the_batches_that_drain_the_outage() -> None:
     from controller.core.admission import ADMISSION_BATCH_TRIGGERS
     from controller.kube import resources
     from controller.kube.settings import ManagedSettings
-    from tests.unit.kube.test_status_and_resources import JOB
+    from tests.unit.kube.factories import JOB
 
     d = recovery_from_status(draft(status(SCALED)), POLICY, "wc", DRIVER, trigger_seconds=2.0)
     full = 8_000.0 / 2 / POLICY.utilization.target  # records/s per executor at full use

@@ -10,12 +10,7 @@ from controller.kube import resources
 from controller.kube.actions import steps as _steps
 from controller.kube.settings import ManagedSettings
 from controller.kube.status import StatusDraft
-from tests.realcomponents import REPO
-
-JOB = {
-    **yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-burst.yaml").read_text()),
-    "metadata": {"name": "wc", "namespace": "jobs", "uid": "1234-5678", "generation": 3},
-}
+from tests.unit.kube.factories import JOB
 
 
 def test_conditions_keep_their_transition_time_while_unchanged() -> None:

@@ -3,7 +3,7 @@ prometheus_client, as the runner's is), with a fake clock: the time of each scra
 passed in. It sets the values the runner's exporter sets for the same batches; that the runner
 registers exactly these metrics is tests/integration/metrics/test_exporter_contract.py (Spark).
 
-Run: ``.venv/bin/pytest tests/unit/metrics/test_scrape.py``.
+Run: ``.venv/bin/pytest tests/unit/adapters/test_scrape.py``.
 """
 
 from __future__ import annotations
