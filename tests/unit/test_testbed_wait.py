@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack" / "testbed"))
-import testbed_proc
+import testbed_proc  # hack/testbed, on pytest's pythonpath (pyproject.toml)
 
 
 def test_a_long_wait_reports_progress_then_returns(

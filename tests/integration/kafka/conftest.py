@@ -9,7 +9,6 @@ command that installs them) and FAIL in CI (``CI=true``).
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +18,6 @@ import pytest
 import yaml
 
 from tests.realcomponents import require_spark, unavailable
-
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "hack" / "testbed"))
 
 VALUE_SCHEMA = "seq BIGINT, key STRING, value BIGINT, event_time TIMESTAMP"
 

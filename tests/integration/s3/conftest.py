@@ -8,17 +8,12 @@ that installs them) and FAIL in CI (``CI=true``).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.realcomponents import require_spark, unavailable
-
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "hack" / "testbed"))
 
 
 @pytest.fixture(scope="package")
