@@ -21,8 +21,9 @@ import yaml
 from controller.local.processes import RunnerProcess
 from controller.local.prometheus_server import free_port
 from operators.loadgen import LoadGenerator, burst_spec
-from tests.integration.kafka.conftest import REPO, topic_name, trace_file
+from tests.integration.kafka.conftest import topic_name, trace_file
 from tests.integration.kafka.windows import check_windows
+from tests.realcomponents import REPO
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
