@@ -42,7 +42,7 @@ from contracts.runner_api import (
     find_action,
 )
 from operators import state
-from operators.errors import OperatorsError
+from operators.errors import OperatorsError, first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -278,10 +278,3 @@ class RunnerActions:
 
         max_records_per_batch: int | None
 
-def first_line(e: BaseException | str) -> str:
-    """The first meaningful line of an error (Py4J errors start with boilerplate)."""
-    for line in str(e).splitlines():
-        line = line.strip()
-        if line and not line.startswith(("An error occurred", "JVM stacktrace")):
-            return line[:400]
-    return type(e).__name__ if isinstance(e, BaseException) else "error"

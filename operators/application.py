@@ -55,7 +55,7 @@ import structlog
 
 from contracts.streamjob import Application, StreamJob
 from operators.application_hooks import BOUND, install_hooks
-from operators.errors import OperatorsError
+from operators.errors import OperatorsError, first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -67,19 +67,7 @@ START_TIMEOUT = 180.0
 """Seconds a script may take to reach its streaming ``start()`` (imports, reading reference
 data) before the runner gives up on it."""
 
-STATE_OPERATOR_KINDS = {
-    "stateStoreSave": "aggregate",
-    "dedupe": "deduplicate",
-    "dedupeWithinWatermark": "deduplicate",
-    "symmetricHashJoin": "join",
-    "flatMapGroupsWithState": "flatMapGroupsWithState",
-    "applyInPandasWithState": "applyInPandasWithState",
-    "transformWithStateExec": "transformWithState",
-    "transformWithStateInPySparkExec": "transformWithState",
-    "globalLimit": "limit",
-    "sessionWindowStateStoreSaveExec": "sessionWindow",
-}
-"""Spark's ``StateOperatorProgress.operatorName`` → the operator kind the metrics name."""
+
 
 
 class ApplicationError(OperatorsError, RuntimeError):
@@ -121,19 +109,6 @@ def starter_for(job: StreamJob) -> QueryStarter:
     return PipelineStarter(job)
 
 
-def operator_names(state_operators: list[dict[str, Any]]) -> list[str]:
-    """Names for a plan's stateful operators, from their progress (``operatorName``): the kind
-    (``aggregate``, ``join``, ``deduplicate``, ...) and, when a kind repeats, ``#n`` in plan
-    order (``aggregate#1``, ``aggregate#2``)."""
-    kinds = [STATE_OPERATOR_KINDS.get(str(op.get("operatorName")), str(op.get("operatorName")
-                                                                        or "stateful"))
-             for op in state_operators]
-    seen: dict[str, int] = {}
-    names = []
-    for kind in kinds:
-        seen[kind] = seen.get(kind, 0) + 1
-        names.append(f"{kind}#{seen[kind]}" if kinds.count(kind) > 1 else kind)
-    return names
 
 
 # --- our pipeline --------------------------------------------------------------------------------
@@ -344,9 +319,9 @@ class ApplicationStarter:
 
     # called from the hooks, on the user's thread
 
-    def _on_start(self, writer: Any, call: Callable[[], StreamingQuery]) -> StreamingQuery:
+    def on_start(self, writer: Any, call: Callable[[], StreamingQuery]) -> StreamingQuery:
         run = BOUND.run
-        assert run is not None
+        assert isinstance(run, _Run)  # this starter bound it (run_once / run_forever)
         where = _caller(self.app.script) or self.label
         if run.query is not None:
             raise ApplicationError(where, "starts a second streaming query; the runner scales "
@@ -428,8 +403,6 @@ def _caller(script: str | None) -> str | None:
 
 
 def _first_line(e: BaseException | str) -> str:
-    from operators.actions import first_line
-
     text = first_line(e)
     if isinstance(e, BaseException) and not text.startswith(type(e).__name__):
         return f"{type(e).__name__}: {text}"

@@ -11,21 +11,40 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 if TYPE_CHECKING:
-    from operators.application import ApplicationStarter, _Run
+    from contracts.streamjob import StreamJob
 
 log = structlog.get_logger("operators.application")
+
+
+class HookedRun(Protocol):
+    """What the wrappers read of one run of the user's code."""
+
+    max_records_per_batch: int | None
+    """The admission cap for the query the run starts (set on its Kafka or burst reader)."""
+
+
+class HookedStarter(Protocol):
+    """What the wrappers need of the starter running the user's code
+    (:class:`operators.application.ApplicationStarter` is one)."""
+
+    label: str
+    job: StreamJob
+
+    def on_start(self, writer: Any, call: Callable[[], Any]) -> Any:
+        """The user's ``start()``: ``call`` starts the query; the starter records it."""
+        ...
 
 
 class Bound(threading.local):
     """The starter and run whose user code runs on this thread (None elsewhere)."""
 
-    starter: ApplicationStarter | None = None
-    run: _Run | None = None
+    starter: HookedStarter | None = None
+    run: HookedRun | None = None
 
 
 BOUND = Bound()
@@ -80,7 +99,7 @@ def install_hooks() -> None:
                         if k not in ("path", "format", "outputMode", "partitionBy",
                                      "queryName", "tableName")}
                 self.__dict__.setdefault("_sa_options", {}).update(opts)
-                return starter._on_start(self, lambda: orig(self, *args, **kwargs))
+                return starter.on_start(self, lambda: orig(self, *args, **kwargs))
             return start
 
         def hook_stop(orig: Callable[..., Any]) -> Callable[..., Any]:

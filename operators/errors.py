@@ -64,3 +64,19 @@ class KafkaSourceError(SourceError):
 
 class VerifierError(OperatorsError, RuntimeError):
     """The verifier cannot judge this job (wrong source or sink kind, unreadable checkpoint)."""
+
+
+FIRST_LINE_CHARS = 400
+"""An error is quoted in status, logs and Events by its first meaningful line, cut here: long
+enough for Spark's analysis errors, short enough for a condition message."""
+
+
+def first_line(e: BaseException | str) -> str:
+    """The first meaningful line of an error (Py4J errors start with boilerplate, Spark's end
+    with a JVM stack trace), at most :data:`FIRST_LINE_CHARS`; the type's name when there is
+    none. The one helper every module of the data plane quotes errors with."""
+    for line in str(e).splitlines():
+        line = line.strip()
+        if line and not line.startswith(("An error occurred", "JVM stacktrace")):
+            return line[:FIRST_LINE_CHARS]
+    return type(e).__name__ if isinstance(e, BaseException) else "error"

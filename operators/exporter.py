@@ -27,7 +27,7 @@ Stage names: a stage that reads no shuffle is the read stage (``source``); stage
 shuffle are the stateful operators in pipeline order (``stateful``), any beyond them
 ``stateless``. A user's own job (``spec.application``) has no operator names of ours: its
 stateful operators are named from its plan's progress (``aggregate``, ``join``, ``deduplicate``,
-``aggregate#2``: :func:`operators.application.operator_names`). Every metric is declared in
+``aggregate#2``: :func:`operators.names.operator_names`). Every metric is declared in
 :mod:`contracts.metric_names` (documented in docs/runner.md).
 """
 
@@ -53,7 +53,7 @@ from prometheus_client import (
 
 from contracts import metric_names as M
 from contracts.runner_api import Phase
-from operators.application import operator_names
+from operators.names import operator_names
 
 disable_created_metrics()  # the *_created series only add noise for gauges-like counters
 BATCH_PARTS = ("addBatch", "commitOffsets", "getBatch", "latestOffset", "queryPlanning",

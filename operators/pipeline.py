@@ -24,7 +24,7 @@ from contracts.streamjob import (
     ParseOp,
     ProjectOp,
 )
-from operators.errors import JobDefinitionError
+from operators.errors import JobDefinitionError, first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -185,9 +185,3 @@ def wrap(where: str, build: Callable[[], Any]) -> Any:
         raise JobDefinitionError(where, first_line(e)) from None
 
 
-def first_line(e: BaseException | str) -> str:
-    text = str(e).strip()
-    for line in text.splitlines():
-        if line.strip() and not line.startswith("JVM stacktrace"):
-            return line.strip()[:500]
-    return type(e).__name__

@@ -35,8 +35,9 @@ from contracts.runner_api import (
 )
 from contracts.streamjob import StreamJob
 from operators import state
-from operators.actions import ActionConflict, RunnerActions, first_line
+from operators.actions import ActionConflict, RunnerActions
 from operators.application import starter_for
+from operators.errors import first_line
 from operators.exporter import Backlog, RunnerMetrics, StagePoller
 from operators.listener import ProgressListener
 from operators.session import ExecutorPool, SessionOptions, create_session

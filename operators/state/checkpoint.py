@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from operators.errors import OperatorsError
+from operators.errors import OperatorsError, first_line
 from operators.state.store import (
     CheckpointStore,
     StoreError,
@@ -184,7 +184,7 @@ def inspect(location: str | Path, *, expected_job: str | None = None) -> Checkpo
     except StoreError as e:
         raise CheckpointError(loc, e.problem, e.detail) from None
     except OSError as e:  # the store itself failed (refused connection, no access)
-        raise CheckpointError(loc, "unreachable", _first_line(e)) from None
+        raise CheckpointError(loc, "unreachable", first_line(e)) from None
 
 
 def _unreadable(loc: str, problem: str, where: str, e: BaseException) -> CheckpointError:
@@ -194,12 +194,9 @@ def _unreadable(loc: str, problem: str, where: str, e: BaseException) -> Checkpo
         return CheckpointError(loc, e.problem, e.detail)
     if isinstance(e, RecursionError):
         return CheckpointError(loc, problem, f"{where}: JSON nested too deeply")
-    return CheckpointError(loc, problem, f"{where}: {_first_line(e)}")
+    return CheckpointError(loc, problem, f"{where}: {first_line(e)}")
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:300] if text else type(e).__name__
 
 
 def _inspect(cp: CheckpointStore, loc: str, expected_job: str | None) -> CheckpointInfo:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from operators.errors import OperatorsError
+from operators.errors import OperatorsError, first_line
 from operators.state.checkpoint import CheckpointError, inspect, partitions_of, store_of
 from operators.state.rows import state_rows
 from operators.state.store import CheckpointStore
@@ -145,7 +145,7 @@ def repartition(
             step = "file sink log"
             _record_sink_batch(spark, file_sink, new_batch)
     except Exception as e:  # every failure rolls back, then is reported
-        detail = _first_line(e)
+        detail = first_line(e)
         try:
             _fault("repartition-rollback", OSError)
             snapshot.restore()
@@ -226,9 +226,3 @@ def _fault(point: str, error: type[Exception] = RuntimeError) -> None:
         raise error(f"injected fault {point} ({FAULT_ENV})")
 
 
-def _first_line(e: BaseException) -> str:
-    for line in str(e).splitlines():
-        line = line.strip()
-        if line and not line.startswith(("An error occurred", "JVM stacktrace")):
-            return line[:400]
-    return type(e).__name__
