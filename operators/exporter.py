@@ -54,25 +54,13 @@ from prometheus_client import (
 from contracts import metric_names as M
 from contracts.runner_api import Phase
 from operators.names import operator_names
+from operators.sources.base import SourceBacklog
 
 disable_created_metrics()  # the *_created series only add noise for gauges-like counters
 BATCH_PARTS = ("addBatch", "commitOffsets", "getBatch", "latestOffset", "queryPlanning",
                "walCommit", "triggerExecution")
 
 
-@dataclass
-class Backlog:
-    """What the source says is waiting: records and the age of the oldest (None = unknown)."""
-
-    records: float | None = None
-    age_seconds: float | None = None
-    arrived_total: float | None = None
-    """Records that have arrived since the run start (latest offset), for the arrival rate."""
-    source_partitions: int | None = None
-    """Partitions the source reads per batch, when the offsets tell (Kafka: topic-partitions,
-    or ``minPartitions`` when larger)."""
-    partition_lags: tuple[tuple[str, int, float, float | None], ...] = ()
-    """Kafka: ``(topic, partition, offsets behind latest, age of the oldest unread record)``."""
 
 
 class RunnerMetrics:
@@ -182,7 +170,7 @@ class RunnerMetrics:
         else:
             self.admission_cap.labels(self.job).set(records)
 
-    def observe_progress(self, p: dict[str, Any], backlog: Backlog | None) -> None:
+    def observe_progress(self, p: dict[str, Any], backlog: SourceBacklog | None) -> None:
         """One ``StreamingQueryProgress`` (as JSON dict): set every per-batch metric."""
         j = self.job
         now = time.time()

@@ -18,14 +18,16 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from operators.exporter import Backlog, RunnerMetrics, StagePoller
+from operators.exporter import RunnerMetrics, StagePoller
+from operators.sources.base import SourceBacklog
 
 
 class ProgressListener(StreamingQueryListener):
     """Feeds :class:`RunnerMetrics` from ``onQueryProgress`` and ``onQueryIdle``; errors feed
     the failure counter."""
 
-    def __init__(self, metrics: RunnerMetrics, backlog: Callable[[dict[str, Any]], Backlog | None],
+    def __init__(self, metrics: RunnerMetrics,
+                 backlog: Callable[[dict[str, Any]], SourceBacklog | None],
                  poller: StagePoller | None = None,
                  on_progress: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.metrics, self.backlog, self.poller, self.on_progress = (

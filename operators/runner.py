@@ -38,11 +38,12 @@ from operators import state
 from operators.actions import ActionConflict, RunnerActions
 from operators.application import starter_for
 from operators.errors import first_line
-from operators.exporter import Backlog, RunnerMetrics, StagePoller
+from operators.exporter import RunnerMetrics, StagePoller
 from operators.listener import ProgressListener
 from operators.session import ExecutorPool, SessionOptions, create_session
 from operators.sources import adapter_for
 from operators.sources.backlog import backlog_from_progress
+from operators.sources.base import SourceBacklog
 from operators.state.inflight import batch_in_flight
 
 if TYPE_CHECKING:
@@ -405,9 +406,5 @@ class JobRunner(RunnerActions):
         self.metrics.set_phase(phase)
         log.info("phase", job=self.name, phase=phase.value)
 
-    def _backlog(self, p: dict[str, Any]) -> Backlog | None:
-        b = backlog_from_progress(p, self._backlog_probe)
-        if b is None:
-            return None
-        return Backlog(b.records, b.age_seconds, b.arrived_total, b.source_partitions,
-                       b.partition_lags)
+    def _backlog(self, p: dict[str, Any]) -> SourceBacklog | None:
+        return backlog_from_progress(p, self._backlog_probe)

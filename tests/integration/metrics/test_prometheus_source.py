@@ -26,7 +26,8 @@ JOB = "wordcount"
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[int]:
-    from operators.exporter import Backlog, RunnerMetrics, StageSample
+    from operators.exporter import RunnerMetrics, StageSample
+    from operators.sources.base import SourceBacklog
 
     m = RunnerMetrics(JOB, stateful=["counts"])
     port = free_port()
@@ -54,7 +55,7 @@ def exporter() -> Iterator[int]:
                     }
                 ],
             }
-            m.observe_progress(progress, Backlog(records=1_000, age_seconds=1.5))
+            m.observe_progress(progress, SourceBacklog(records=1_000, age_seconds=1.5))
             m.observe_stages(
                 batch,
                 [

@@ -28,7 +28,8 @@ WINDOW = Window(window_seconds=10, arrival_seconds=5)
 
 @pytest.fixture(scope="module")
 def exporter_port() -> Iterator[int]:
-    from operators.exporter import Backlog, RunnerMetrics, StageSample
+    from operators.exporter import RunnerMetrics, StageSample
+    from operators.sources.base import SourceBacklog
 
     m = RunnerMetrics(JOB, stateful=["counts"])
     port = free_port()
@@ -48,7 +49,7 @@ def exporter_port() -> Iterator[int]:
                                     "numShufflePartitions": 3,
                                     "customMetrics": {"rocksdbSstFileSize": 2e6}}],
             }
-            m.observe_progress(progress, Backlog(records=200, age_seconds=0.5))
+            m.observe_progress(progress, SourceBacklog(records=200, age_seconds=0.5))
             m.observe_stages(batch, [
                 StageSample(0, "source", 6, 4_000, 0.12, 0.05, 0.03, 0.02),
                 StageSample(1, "stateful", 3, 4_000, 0.2, 0.08, 0.07, 0.06),

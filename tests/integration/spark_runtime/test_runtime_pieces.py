@@ -20,7 +20,7 @@ from contracts.runner_api import (
     RunnerStatus,
 )
 from operators import state
-from operators.exporter import Backlog, RunnerMetrics, stage_sample
+from operators.exporter import RunnerMetrics, stage_sample
 from operators.runner import ActionConflict
 from operators.session import ExecutorInfo, choose_victims
 from operators.state.repartition import _Snapshot
@@ -138,7 +138,7 @@ def test_progress_to_metrics_and_backlog():
     assert b is not None
     assert (b.records, b.age_seconds, b.arrived_total) == (100, 2.5, 1000)
     m = RunnerMetrics("j", ["counts"])
-    m.observe_progress(p, Backlog(b.records, b.age_seconds, b.arrived_total))
+    m.observe_progress(p, b)
     from prometheus_client import generate_latest
 
     text = generate_latest(m.registry).decode()
