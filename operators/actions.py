@@ -23,7 +23,8 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -41,6 +42,7 @@ from contracts.runner_api import (
     accepts,
     find_action,
 )
+from contracts.streamjob import StreamJobSpec
 from operators import state
 from operators.errors import OperatorsError, first_line
 
@@ -52,6 +54,25 @@ if TYPE_CHECKING:
     from operators.session import ExecutorPool
 
 log = structlog.get_logger("operators.runner")
+
+
+@dataclass
+class RunnerOptions:
+    """How to run a job; every field overrides the manifest."""
+
+    master: str | None = None
+    max_executors: int | None = None
+    """Ceiling for in-place growth (``spark.cores.max``); None = the initial count."""
+    executors: int | None = None
+    """Executors at start; None = ``spec.executors.initial``."""
+    state_partitions: int | None = None
+    """Resume at this many state partitions (a recovery with more capacity); None = as the
+    checkpoint has them (:meth:`JobRunner._repartition_at_start`)."""
+    max_records_per_batch: int | None = None
+    """Admission cap of the query (records per micro-batch; the lower of it and the job's own):
+    a recovery's, so the outage's pile drains in batches the SLO allows; None = the job's."""
+    scale_timeout: float = 120.0
+    first_commit_timeout: float = 180.0
 
 
 class ActionConflict(OperatorsError, RuntimeError):
@@ -79,9 +100,9 @@ class RunnerActions:
     last_error: str | None
     file_sink: str | None
     metrics: RunnerMetrics
-    options: Any
+    options: RunnerOptions
     initial: int
-    spec: Any
+    spec: StreamJobSpec
     _lock: threading.RLock
     _stopped: threading.Event
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -35,7 +34,7 @@ from contracts.runner_api import (
 )
 from contracts.streamjob import StreamJob
 from operators import state
-from operators.actions import ActionConflict, RunnerActions
+from operators.actions import ActionConflict, RunnerActions, RunnerOptions
 from operators.application import starter_for
 from operators.errors import first_line
 from operators.exporter import RunnerMetrics, StagePoller
@@ -52,25 +51,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("operators.runner")
 __all__ = ["ActionConflict", "ActionRecord", "JobRunner", "RunnerOptions"]
-
-
-@dataclass
-class RunnerOptions:
-    """How to run a job; every field overrides the manifest."""
-
-    master: str | None = None
-    max_executors: int | None = None
-    """Ceiling for in-place growth (``spark.cores.max``); None = the initial count."""
-    executors: int | None = None
-    """Executors at start; None = ``spec.executors.initial``."""
-    state_partitions: int | None = None
-    """Resume at this many state partitions (a recovery with more capacity); None = as the
-    checkpoint has them (:meth:`JobRunner._repartition_at_start`)."""
-    max_records_per_batch: int | None = None
-    """Admission cap of the query (records per micro-batch; the lower of it and the job's own):
-    a recovery's, so the outage's pile drains in batches the SLO allows; None = the job's."""
-    scale_timeout: float = 120.0
-    first_commit_timeout: float = 180.0
 
 
 class JobRunner(RunnerActions):
