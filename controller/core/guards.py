@@ -30,8 +30,9 @@ from controller.core.admission import admission_cap, described
 from controller.core.capacity import CapacityModel, Layout
 from controller.core.cooldown import SCALE_OUT_REASONS, cooldown
 from controller.core.decision import Decision, Diagnosis, Sizing
+from controller.core.grading import settle_seconds
 from controller.core.inputs import Inputs
-from controller.core.reasons import RESTARTING_ACTIONS, Action, BottleneckKind, Reason
+from controller.core.reasons import Action, BottleneckKind, Reason
 from controller.core.recurrence import weigh_scale_in
 from controller.core.sizing import Demand, Plan, ceiling, drain_seconds
 
@@ -230,11 +231,7 @@ def _judged_scale_out(x: Inputs) -> tuple[HistoryEntry, float, float] | None:
         return None
     if last.executors is None or s.processed_rate is None:
         return None
-    t = x.policy.timing
-    settle = t.cooldown_seconds + t.executor_startup_seconds + t.window_seconds
-    if last.action in RESTARTING_ACTIONS:
-        settle += x.policy.partitions.max_downtime_seconds
-    if x.now - last.time < settle:
+    if x.now - last.time < settle_seconds(x, last):
         return None  # the window still holds time from before the action took effect
     saturated = (s.backlog_age_seconds or 0) > x.policy.lag.backlog_tolerance_seconds
     gain_expected = last.expected_rate - last.rate_before
