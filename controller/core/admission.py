@@ -25,7 +25,7 @@ catch-up rate (the backlog over ``lag.catchUpSeconds``), the cap is raised to th
 carry it, ``needed F / (1 - needed w)`` (:func:`sustaining_records`), never past what a batch of
 the SLO's budget reads. A 10x step held 30 minutes on 16 executors otherwise reads exactly the
 cap each batch at 99% of the arrival, and the lag never comes back
-(``test_admission.py::test_a_ten_fold_step_is_never_held_below_its_arrival``).
+(``test_unseen_loads.py::test_a_ten_fold_step_is_never_held_below_its_arrival``).
 
 A source reads its rate limit when its query starts, so the cap travels with the actions that
 start one: a repartition (the runner's ``POST /repartition``) and a recovery (the new driver's
