@@ -11,8 +11,9 @@ the past scale-outs restarted the query, while it is down (the restart's downtim
 ``executors now x (startup + downtime)`` (:func:`weigh_scale_in`). A scale-in that pays is taken
 as soon as the load allows, without waiting out the stabilization window (the history, not a
 minute of low load, says the burst is over for a while); one that does not is deferred. Either
-way the reason gives both figures (``test_recurrence.py``). Bursts that stop coming break the
-period, and the stabilization window rules again.
+way the reason gives both figures (``test_recurrence.py``). The period is read only from the
+scale-outs still in the history (``maxAgeSeconds``, an hour by default): bursts that stop
+coming age out of it, and the stabilization window rules again.
 """
 
 from __future__ import annotations
