@@ -26,8 +26,9 @@ from controller.core.reasons import RESTARTING_ACTIONS
 
 SHORTFALL_SHARE = 0.6
 """An action that delivered less than this share of the capacity it predicted is named as a
-shortfall: below it the gap is more than the model's usual error on real Spark (the demo's
-predictions land within about a third of what executors deliver, docs/benchmark.md)."""
+shortfall: a gap that large is the machine, not the model's error (on a loaded machine the
+demo's three half-core executors delivered 36% of the prediction; docs/benchmark.md keeps the
+demo's predicted and achieved figures per run)."""
 
 
 def settle_seconds(x: Inputs, action: HistoryEntry) -> float:
