@@ -79,6 +79,14 @@ case "${1:-}" in
     while IFS= read -r opt; do
       java_opts+=("$opt")
     done < <(env | grep '^SPARK_JAVA_OPT_' | sort -t_ -k4 -n | sed 's/^[^=]*=//')
+    # An RPC secret from a file (spark.authenticate.secret.file, the controller's setting) is
+    # read only where spark.master names Kubernetes (SecurityManager.secretKeyFromFile), and the
+    # master is not among the settings Spark starts an executor with: without it the executor
+    # cannot authenticate to fetch the rest (every story in tests/integration/node runs one).
+    if [[ " ${java_opts[*]} " == *" -Dspark.authenticate.secret.file="* &&
+      " ${java_opts[*]} " != *" -Dspark.master="* ]]; then
+      java_opts+=("-Dspark.master=k8s://https://kubernetes.default.svc")
+    fi
     java=${JAVA_HOME:+$JAVA_HOME/bin/}java
     exec "$java" "${java_opts[@]}" \
       "-Xms$SPARK_EXECUTOR_MEMORY" "-Xmx$SPARK_EXECUTOR_MEMORY" \

@@ -219,6 +219,13 @@ class Reconciler:
     ) -> Target | None:
         s = self.settings.managed
         names = resources.Names.of(obj)
+        if key[0] == s.controller_namespace:
+            raise Degraded(
+                "ControllerNamespace",
+                f"managed jobs never run in the controller's namespace {key[0]}: its driver runs "
+                "the job's code beside the controller's ServiceAccount; create the StreamJob in "
+                "one of the chart's jobNamespaces (docs/security.md)",
+            )
         try:
             return self._ensure_owned(key, obj, job, policy, draft, s, names)
         except NotOwned as e:
@@ -230,6 +237,7 @@ class Reconciler:
     ) -> Target | None:
         """The managed job's objects, each created or found owned by it (else NotOwned)."""
         sec = self.api.ensure("Secret", key[0], resources.secret(obj))
+        self.api.ensure("Secret", key[0], resources.spark_auth_secret(obj))
         token = self.api.secret_value(key[0], names.secret, resources.TOKEN_KEY) if not (
             sec.get("data") or {}
         ).get(resources.TOKEN_KEY) else _b64(sec["data"][resources.TOKEN_KEY])

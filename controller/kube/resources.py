@@ -48,6 +48,13 @@ driver, which reads it when it creates executors)."""
 APPLICATION_DIR = "/opt/stream-autoscaler/application"
 """Where the driver pod mounts ``spec.application.configMap`` (read-only)."""
 APPLICATION_VOLUME = "application"
+SPARK_AUTH_KEY = "secret"
+SPARK_AUTH_DIR = "/etc/stream-autoscaler-spark-auth"
+"""Where the driver and every executor mount the job's Spark RPC secret (the Secret
+``<job>-spark-auth``): Spark reads it from ``spark.authenticate.secret.file`` and, with that set,
+never puts it in an executor's environment, where anyone who may list the namespace's pods
+would read it (``test_security.py::test_the_rpc_secret_is_a_file_never_a_pod_env``)."""
+SPARK_AUTH_VOLUME = "spark-auth"
 EXECUTOR_CONTAINER = "executor"
 RUN_AS = 10001
 """The image's user and group (Dockerfile: ``USER 10001:10001``)."""
@@ -79,6 +86,10 @@ class Names:
     @property
     def secret(self) -> str:
         return f"{self.job}-control-token"
+
+    @property
+    def spark_auth(self) -> str:
+        return f"{self.job}-spark-auth"
 
     def host(self) -> str:
         return f"{self.service}.{self.namespace}.svc"
@@ -124,15 +135,20 @@ def owned_spark_conf(job: StreamJob, names: Names, s: ManagedSettings) -> dict[s
         "spark.kubernetes.container.image": s.image,
         "spark.kubernetes.driver.pod.name": names.driver,
         "spark.kubernetes.authenticate.driver.serviceAccountName": s.spark_service_account,
+        # executors call no API: the namespace's default ServiceAccount (Spark would give them
+        # the driver's), which the drivers' admission policy requires of every executor
+        "spark.kubernetes.authenticate.executor.serviceAccountName": "default",
         "spark.kubernetes.executor.podNamePrefix": names.job,
         # executors: the restricted template (non-root, no privilege escalation, no
         # capabilities, RuntimeDefault seccomp, no API token), labelled for the NetworkPolicy
         "spark.kubernetes.executor.podTemplateFile": f"{MANIFEST_DIR}/{EXECUTOR_TEMPLATE_KEY}",
         "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
         f"spark.kubernetes.executor.label.{JOB_LABEL}": names.job,
-        # Spark generates a secret per application (on Kubernetes it reaches the executors in
-        # their pod's environment, never in our ConfigMap); unauthenticated RPC is refused.
+        # RPC authenticated with the job's own secret, read from a file in the driver and in
+        # every executor (Spark's generated one would reach the executors in their pods'
+        # environment, readable by whoever may list the namespace's pods)
         "spark.authenticate": "true",
+        "spark.authenticate.secret.file": f"{SPARK_AUTH_DIR}/{SPARK_AUTH_KEY}",
         "spark.ui.killEnabled": "false",
         # what the drivers' Role is sized for (k8s/rbac/spark-driver.yaml): executors deleted
         # when they end (no label patch); no executor ConfigMap and no driver Service for Spark
@@ -267,12 +283,22 @@ def container_security_context() -> Obj:
     }
 
 
-def executor_pod_template(s: ManagedSettings | None = None) -> Obj:
+def spark_auth_volume(names: Names) -> Obj:
+    """The job's RPC secret as a read-only file (group-readable: the pods' ``fsGroup``)."""
+    return {"name": SPARK_AUTH_VOLUME, "secret": {
+        "secretName": names.spark_auth, "defaultMode": 0o440,
+        "items": [{"key": SPARK_AUTH_KEY, "path": SPARK_AUTH_KEY}]}}
+
+
+SPARK_AUTH_MOUNT: Obj = {"name": SPARK_AUTH_VOLUME, "mountPath": SPARK_AUTH_DIR, "readOnly": True}
+
+
+def executor_pod_template(names: Names, s: ManagedSettings | None = None) -> Obj:
     """Spark's executor pod template: Spark adds the image, command, env, ports, resources and
-    volumes to the container named :data:`EXECUTOR_CONTAINER` and keeps the rest. Executors do
-    not call the API server, so they get no ServiceAccount token. The chart's
-    ``sparkPods.tolerations`` go here (Spark has no setting for them; its node selector is
-    ``spark.kubernetes.node.selector.*``)."""
+    volumes to the container named :data:`EXECUTOR_CONTAINER` and keeps the rest (here: the
+    job's RPC secret as a file). Executors do not call the API server, so they get no
+    ServiceAccount token. The chart's ``sparkPods.tolerations`` go here (Spark has no setting
+    for them; its node selector is ``spark.kubernetes.node.selector.*``)."""
     tolerations = list(s.tolerations) if s is not None else []
     return {
         "apiVersion": "v1",
@@ -281,8 +307,10 @@ def executor_pod_template(s: ManagedSettings | None = None) -> Obj:
             "automountServiceAccountToken": False,
             "securityContext": pod_security_context(),
             "containers": [
-                {"name": EXECUTOR_CONTAINER, "securityContext": container_security_context()}
+                {"name": EXECUTOR_CONTAINER, "securityContext": container_security_context(),
+                 "volumeMounts": [SPARK_AUTH_MOUNT]}
             ],
+            "volumes": [spark_auth_volume(names)],
             **({"tolerations": tolerations} if tolerations else {}),
         },
     }
@@ -296,7 +324,8 @@ def config_map(obj: Obj, manifest: str, s: ManagedSettings | None = None) -> Obj
         "metadata": object_meta(obj, names.config_map, "manifest"),
         "data": {
             MANIFEST_KEY: manifest,
-            EXECUTOR_TEMPLATE_KEY: yaml.safe_dump(executor_pod_template(s), sort_keys=False),
+            EXECUTOR_TEMPLATE_KEY: yaml.safe_dump(executor_pod_template(names, s),
+                                                  sort_keys=False),
         },
     }
 
@@ -310,6 +339,19 @@ def secret(obj: Obj) -> Obj:
         "metadata": object_meta(obj, names.secret, "control-token"),
         "type": "Opaque",
         "stringData": {TOKEN_KEY: secrets.token_urlsafe(32)},
+    }
+
+
+def spark_auth_secret(obj: Obj) -> Obj:
+    """The job's Spark RPC secret: 32 random bytes, new per job (an existing Secret is never
+    replaced, so a recreated driver and the executors it starts share it)."""
+    names = Names.of(obj)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": object_meta(obj, names.spark_auth, "spark-auth"),
+        "type": "Opaque",
+        "stringData": {SPARK_AUTH_KEY: secrets.token_hex(32)},
     }
 
 
@@ -349,8 +391,9 @@ def driver_pod(
     names = Names.of(obj)
     meta = object_meta(obj, names.driver, "driver")
     meta["labels"]["spark-role"] = "driver"
-    mounts: list[Obj] = [{"name": "manifest", "mountPath": MANIFEST_DIR}]
-    volumes: list[Obj] = [{"name": "manifest", "configMap": {"name": names.config_map}}]
+    mounts: list[Obj] = [{"name": "manifest", "mountPath": MANIFEST_DIR}, SPARK_AUTH_MOUNT]
+    volumes: list[Obj] = [{"name": "manifest", "configMap": {"name": names.config_map}},
+                          spark_auth_volume(names)]
     vol = job.spec.checkpoint.volume
     if vol is not None:  # the same claim, at the same path, as in every executor pod
         mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": vol.mount_path})

@@ -82,6 +82,12 @@ class ManagedSettings:
     driver_memory: str = field(
         default_factory=lambda: os.environ.get("STREAM_AUTOSCALER_DRIVER_MEMORY", "1Gi")
     )
+    controller_namespace: str | None = field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE") or None
+    )
+    """The controller's own namespace (the chart's downward API): no managed job runs there, so
+    no driver running a job author's code sits beside the controller's ServiceAccount
+    (``tests/unit/kube/test_reconcile_failure.py::test_no_driver_in_the_controllers_namespace``)."""
     spark_service_account: str = "stream-autoscaler-spark"
     """The drivers' ServiceAccount (the chart's sparkDriver.serviceAccountName): it creates the
     executor pods."""

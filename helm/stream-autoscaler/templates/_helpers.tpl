@@ -38,11 +38,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/* rbac.scope=namespaced: the one namespace the controller watches (controller.watchNamespace,
-else the only jobNamespaces entry, else the release namespace). */}}
+else the only jobNamespaces entry, else defaultJobNamespace). */}}
 {{- define "stream-autoscaler.watchNamespace" -}}
 {{- if .Values.controller.watchNamespace }}{{ .Values.controller.watchNamespace }}
 {{- else if eq (len .Values.jobNamespaces) 1 }}{{ first .Values.jobNamespaces }}
-{{- else }}{{ .Release.Namespace }}{{ end }}
+{{- else }}{{ .Values.defaultJobNamespace }}{{ end }}
 {{- end }}
 
 {{/* The RBAC scope, checked: a ClusterRole for a controller that watches one namespace would
@@ -63,10 +63,19 @@ grant every namespace; a namespaced controller watches exactly one. */}}
 {{- $scope }}
 {{- end }}
 
-{{/* Namespaces where StreamJobs run: policies and Spark driver RBAC go there. */}}
+{{/* Namespaces where StreamJobs run: policies and Spark driver RBAC go there. Never the
+release namespace: a driver runs its job author's code, and a pod there may name the
+controller's ServiceAccount (docs/security.md, tests/integration/k8s/test_helm.py). */}}
 {{- define "stream-autoscaler.jobNamespaces" -}}
-{{- if eq (include "stream-autoscaler.rbacScope" .) "namespaced" }}{{ include "stream-autoscaler.watchNamespace" . }}
-{{- else if .Values.jobNamespaces }}{{ join "," .Values.jobNamespaces }}{{ else }}{{ .Release.Namespace }}{{ end }}
+{{- $list := list .Values.defaultJobNamespace }}
+{{- if eq (include "stream-autoscaler.rbacScope" .) "namespaced" }}{{ $list = list (include "stream-autoscaler.watchNamespace" .) }}
+{{- else if .Values.jobNamespaces }}{{ $list = .Values.jobNamespaces }}{{ end }}
+{{- range $list }}
+{{- if eq . $.Release.Namespace }}
+{{- fail (printf "StreamJobs never run in the release namespace %s: a driver runs its job's code, and there it could start a pod as the controller's ServiceAccount; set jobNamespaces (or controller.watchNamespace) to another namespace (docs/security.md)" .) }}
+{{- end }}
+{{- end }}
+{{- join "," $list }}
 {{- end }}
 
 {{/* Who may reach a driver's control and metrics ports (the drivers' NetworkPolicy, built by

@@ -71,17 +71,20 @@ def install_chart(helm: Tool, kubectl: Tool, tmp: Path, env: dict[str, str]) -> 
     helm("install", RELEASE, str(CHART), "-n", CONTROLLER_NS, "--create-namespace",
          "--set", "replicaCount=0", "--wait", "--timeout=2m")
     token = kubectl("create", "token", RELEASE, "-n", CONTROLLER_NS, "--duration=2h").stdout
+    return token_kubeconfig(env, token, tmp / "controller.kubeconfig")
+
+
+def token_kubeconfig(env: dict[str, str], token: str, path: Path) -> Path:
+    """A kubeconfig that authenticates with ``token`` only (no client certificate)."""
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "testbed", "cluster": {
             "server": env["TESTBED_APISERVER"], "certificate-authority": env["TESTBED_CA_FILE"]}}],
-        "users": [{"name": "controller", "user": {"token": token.strip()}}],
-        "contexts": [{"name": "controller", "context": {"cluster": "testbed",
-                                                        "user": "controller"}}],
-        "current-context": "controller",
+        "users": [{"name": "token", "user": {"token": token.strip()}}],
+        "contexts": [{"name": "token", "context": {"cluster": "testbed", "user": "token"}}],
+        "current-context": "token",
     }
-    path = tmp / "controller.kubeconfig"
     path.write_text(yaml.safe_dump(cfg))
     return path
 

@@ -55,7 +55,7 @@ def test_default_policies_are_the_repos(helm_offline: Tool) -> None:
             f"the chart's policy {name} differs from policies/: "
             "run python3 hack/tools/sync_chart_policies.py"
         )
-        assert rendered[name]["metadata"]["namespace"] == "sa-system"
+        assert rendered[name]["metadata"]["namespace"] == "stream-jobs"
 
 
 def test_policies_can_be_overridden_added_and_dropped(helm_offline: Tool, tmp_path: Path) -> None:
@@ -126,9 +126,9 @@ def test_chart_rbac_is_exactly_the_declared_permissions(helm_offline: Tool, scop
     assert _rule_set(lease) == required_rules("lease")
     if scope == "namespaced":
         assert not by_kind(docs, "ClusterRole") and not by_kind(docs, "ClusterRoleBinding")
-        assert role["metadata"]["namespace"] == "sa-system"
+        assert role["metadata"]["namespace"] == "stream-jobs"
         (dep,) = by_kind(docs, "Deployment")
-        assert "--namespace=sa-system" in dep["spec"]["template"]["spec"]["containers"][0][
+        assert "--namespace=stream-jobs" in dep["spec"]["template"]["spec"]["containers"][0][
             "args"]
 
 
@@ -140,6 +140,10 @@ def test_namespaced_mode_watches_one_namespace(helm_offline: Tool) -> None:
     assert roles[("Role", "stream-autoscaler-controller")] == "jobs"
     assert roles[("RoleBinding", "stream-autoscaler-controller")] == "jobs"
     assert roles[("Role", "stream-autoscaler-spark-driver")] == "jobs"
+    default = render(helm_offline, "--set", "rbac.scope=namespaced")
+    assert {d["metadata"]["namespace"] for d in default
+            if d["kind"] in ("Role", "RoleBinding") and "-leader" not in d["metadata"]["name"]
+            } == {"stream-jobs"}
     two = helm_offline("template", "x", str(CHART), "--set", "rbac.scope=namespaced",
                        "--set", "jobNamespaces={a,b}", check=False)
     assert two.returncode != 0 and "one release per namespace" in two.stderr
@@ -148,6 +152,42 @@ def test_namespaced_mode_watches_one_namespace(helm_offline: Tool) -> None:
     assert cluster.returncode != 0 and "needs rbac.scope=namespaced" in cluster.stderr
     no_lease = render(helm_offline, "--set", "controller.leaderElect=false")
     assert not [d for d in no_lease if d["metadata"]["name"].endswith("-leader-election")]
+
+
+@pytest.mark.parametrize("values", [
+    ["--set", "jobNamespaces={jobs,sa-system}"],
+    ["--set", "rbac.scope=namespaced", "--set", "controller.watchNamespace=sa-system"],
+    ["--set", "defaultJobNamespace=sa-system"],
+], ids=["listed", "watched", "default"])
+def test_jobs_never_run_in_the_release_namespace(helm_offline: Tool, values: list[str]) -> None:
+    """A driver runs its job author's code; in the release namespace a pod it starts could
+    name the controller's ServiceAccount. The chart refuses such values, naming the fix."""
+    out = helm_offline("template", "x", str(CHART), "--namespace", "sa-system", *values,
+                       check=False)
+    assert out.returncode != 0, out.stdout[:500]
+    assert "StreamJobs never run in the release namespace sa-system" in out.stderr
+    assert "set jobNamespaces" in out.stderr
+
+
+def test_job_namespaces_are_made_restricted_and_kept(helm_offline: Tool) -> None:
+    """By default jobs run in ``stream-jobs``, which the chart creates (where it does not exist
+    yet) labelled for the restricted Pod Security Standard and keeps on uninstall; the drivers'
+    admission policy is bound to exactly the job namespaces."""
+    docs = render(helm_offline, "--set", "jobNamespaces={jobs-a,jobs-b}")
+    made = {d["metadata"]["name"]: d for d in by_kind(docs, "Namespace")}
+    assert set(made) == {"jobs-a", "jobs-b"}
+    for ns in made.values():
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+        assert ns["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    (binding,) = by_kind(docs, "ValidatingAdmissionPolicyBinding")
+    (sel,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert (sel["key"], sel["operator"], sel["values"]) == (
+        "kubernetes.io/metadata.name", "In", ["jobs-a", "jobs-b"])
+    (policy,) = by_kind(docs, "ValidatingAdmissionPolicy")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert not by_kind(render(helm_offline, "--set", "createJobNamespaces=false"), "Namespace")
+    assert not by_kind(render(helm_offline, "--set", "sparkDriver.admissionPolicy=false"),
+                       "ValidatingAdmissionPolicy")
 
 
 def test_drivers_network_policy_peers_reach_the_controller(helm_offline: Tool) -> None:
@@ -224,19 +264,23 @@ def _wait_pods_running(kubectl: Tool, ns: str) -> list[Doc]:
 
 
 def test_install_upgrade_uninstall(helm: Tool, kubectl: Tool, crds: list[str]) -> None:
-    ns, release = "sa-helm", "stream-autoscaler"
+    ns, jobs, release = "sa-helm", "sa-helm-jobs", "stream-autoscaler"
     helm("uninstall", release, "-n", ns, "--wait", check=False)  # a previous failed run
     try:
         helm(
-            "install", release, str(CHART), "-n", ns, "--create-namespace", "--wait", "--timeout=3m"
+            "install", release, str(CHART), "-n", ns, "--create-namespace", "--wait",
+            "--timeout=3m", "--set", f"jobNamespaces={{{jobs}}}",
         )
         dep = kubectl.json("get", "deployment", release, "-n", ns)
         assert dep["status"]["readyReplicas"] == 1
         pods = _wait_pods_running(kubectl, ns)
         assert all(p["spec"]["nodeName"].startswith("kwok-node-") for p in pods)
         names = {
-            p["metadata"]["name"] for p in kubectl.json("get", "scalingpolicies", "-n", ns)["items"]
+            p["metadata"]["name"] for p in kubectl.json("get", "scalingpolicies", "-n", jobs)[
+                "items"]
         }
+        made = kubectl.json("get", "namespace", jobs)["metadata"]
+        assert made["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
         assert names == {"default", "latency-first", "cost-saver", "half-core-executors"}
         assert (
             kubectl(
@@ -265,10 +309,11 @@ def test_install_upgrade_uninstall(helm: Tool, kubectl: Tool, crds: list[str]) -
             "replicaCount=2",
             "--set",
             "policies.default.executors.max=12",
+            "--set", f"jobNamespaces={{{jobs}}}",
         )
         dep = kubectl.json("get", "deployment", release, "-n", ns)
         assert dep["status"]["readyReplicas"] == 2
-        default = kubectl.json("get", "scalingpolicy", "default", "-n", ns)
+        default = kubectl.json("get", "scalingpolicy", "default", "-n", jobs)
         assert default["spec"]["executors"]["max"] == 12
         history = json.loads(helm("history", release, "-n", ns, "-o", "json").stdout)
         assert [h["revision"] for h in history] == [1, 2]
@@ -276,17 +321,21 @@ def test_install_upgrade_uninstall(helm: Tool, kubectl: Tool, crds: list[str]) -
     finally:
         helm("uninstall", release, "-n", ns, "--wait", "--timeout=2m", check=False)
     assert "not found" in helm("status", release, "-n", ns, check=False).stderr
-    gone = kubectl(
-        "get",
-        "deployments,scalingpolicies,serviceaccounts,roles",
-        "-n",
-        ns,
-        "-l",
-        f"app.kubernetes.io/instance={release}",
-        "-o",
-        "name",
-    ).stdout
-    assert gone.strip() == ""
+    for where in (ns, jobs):
+        gone = kubectl(
+            "get",
+            "deployments,scalingpolicies,serviceaccounts,roles",
+            "-n",
+            where,
+            "-l",
+            f"app.kubernetes.io/instance={release}",
+            "-o",
+            "name",
+        ).stdout
+        assert gone.strip() == ""
+    # the job namespace stays (it holds the jobs); an upgrade kept it as the chart's too
+    assert kubectl("get", "namespace", jobs, check=False).returncode == 0
+    kubectl("delete", "namespace", jobs, "--wait=false")
     # CRDs stay (Helm never deletes crds/), so StreamJobs survive an uninstall.
     assert kubectl("get", "crd", "streamjobs.stream-autoscaler.io", check=False).returncode == 0
     kubectl("delete", "namespace", ns, "--wait=false")

@@ -335,7 +335,7 @@ def _executor_pod(ns: str) -> dict[str, Any]:
     image, args, env, ports, resources and its volumes; the template's security stays."""
     from controller.kube import resources
 
-    pod = resources.executor_pod_template()
+    pod = resources.executor_pod_template(resources.Names("psa", ns))
     pod["metadata"] = {"name": "psa-exec-1", "namespace": ns, "labels": {
         "spark-role": "executor", "spark-exec-id": "1", resources.JOB_LABEL: "psa"}}
     spec = pod["spec"]

@@ -27,10 +27,14 @@ CHART = REPO / "helm" / "stream-autoscaler"
 
 
 class Story:
-    """What a failed wait prints: pods, the controller's log tail, the runner's status."""
+    """What a failed wait prints: pods, the controller's log tail, the runner's status.
+
+    The job runs in ``ns``; the chart's release (the controller pods, their Lease) in
+    ``ctl_ns``: the chart never runs jobs in its own namespace."""
 
     def __init__(self, kubectl: Tool, ns: str, work: Path, job: str) -> None:
         self.kubectl, self.ns, self.work, self.job = kubectl, ns, work, job
+        self.ctl_ns = f"{ns}-ctl"
         self.t0 = time.monotonic()
         self.marks: dict[str, float] = {}
 
@@ -39,9 +43,12 @@ class Story:
         print(f"[{self.marks[what]:7.1f} s] {what}", flush=True)
         return self.marks[what]
 
-    def pods(self, selector: str = "") -> list[dict[str, Any]]:
-        args = ["get", "pods", "-n", self.ns] + (["-l", selector] if selector else [])
+    def pods(self, selector: str = "", ns: str | None = None) -> list[dict[str, Any]]:
+        args = ["get", "pods", "-n", ns or self.ns] + (["-l", selector] if selector else [])
         return list(self.kubectl.json(*args)["items"])
+
+    def controllers(self) -> list[dict[str, Any]]:
+        return self.pods("app.kubernetes.io/component=controller", self.ctl_ns)
 
     def runner(self) -> RunnerStatus | None:
         pod = next((p for p in self.pods("spark-role=driver")
@@ -62,10 +69,10 @@ class Story:
 
     def diagnose(self) -> str:
         out = [self.kubectl("get", "pods", "-n", self.ns, "-o", "wide", check=False).stdout]
-        for p in self.pods("app.kubernetes.io/component=controller"):
+        for p in self.controllers():
             out.append(f"--- {p['metadata']['name']} log tail")
-            out.append(self.kubectl("logs", p["metadata"]["name"], "-n", self.ns, "--tail=25",
-                                    check=False).stdout)
+            out.append(self.kubectl("logs", p["metadata"]["name"], "-n", self.ctl_ns,
+                                    "--tail=25", check=False).stdout)
         for p in self.pods("spark-role=driver"):
             out.append(f"--- {p['metadata']['name']} ({p['status'].get('phase')}) log tail")
             out.append(self.kubectl("logs", p["metadata"]["name"], "-n", self.ns, "--tail=25",
@@ -108,17 +115,18 @@ def executors_running(story: Story) -> int:
                    "deletionTimestamp"))
 
 
-def overlay_values(real_node: RealNode, ns: str, work: Path) -> Path:
+def overlay_values(real_node: RealNode, ns: str, work: Path, replicas: int = 2) -> Path:
     """The test bed's overlay on hack/kind/values-kind.yaml (the same base as kind): the node's
-    placement, 2 replicas, this namespace."""
+    placement, 2 replicas (or ``replicas``), jobs in this namespace (made by the test)."""
     placement = {
         "nodeSelector": {"kubernetes.io/hostname": real_node.name},
         "tolerations": [{"key": real_node.taint_key, "operator": "Exists",
                          "effect": "NoSchedule"}],
     }
     values = {
-        "replicaCount": 2,
+        "replicaCount": replicas,
         "jobNamespaces": [ns],
+        "createJobNamespaces": False,
         "rbac": {"scope": "namespaced"},
         "controller": {"watchNamespace": ns},
         **placement,
@@ -130,15 +138,31 @@ def overlay_values(real_node: RealNode, ns: str, work: Path) -> Path:
 
 
 def install(helm: Tool, story: Story, values: Path, release: str) -> None:
+    """The chart in the story's own release namespace, its jobs in the story's namespace."""
     t = time.monotonic()
-    helm("upgrade", "--install", release, str(CHART), "-n", story.ns,
+    helm("upgrade", "--install", release, str(CHART), "-n", story.ctl_ns, "--create-namespace",
          "--values", str(KIND_VALUES), "--values", str(values), "--wait", "--timeout", "4m")
     story.marks["helm_install_s"] = round(time.monotonic() - t, 1)
 
 
-def leader(kubectl: Tool, ns: str) -> str:
-    lease = kubectl.json("get", "lease", "stream-autoscaler-controller", "-n", ns)
+def uninstall(helm: Tool, story: Story, release: str) -> None:
+    helm("uninstall", release, "-n", story.ctl_ns, "--wait", "--timeout=2m", check=False)
+    story.kubectl("delete", "namespace", story.ctl_ns, "--wait=false", check=False)
+
+
+def leader(story: Story) -> str:
+    lease = story.kubectl.json("get", "lease", "stream-autoscaler-controller", "-n",
+                               story.ctl_ns)
     return str(lease["spec"].get("holderIdentity") or "")
+
+
+def no_rpc_secret_in_pods(story: Story) -> None:
+    """Whoever may list the namespace's pods reads no Spark RPC secret there: executors read
+    it from their job's Secret as a file (controller/kube/resources.py SPARK_AUTH_DIR)."""
+    for p in story.pods():
+        for c in p["spec"]["containers"]:
+            values = {e["name"]: e.get("value") for e in c.get("env", [])}
+            assert "_SPARK_AUTH_SECRET" not in values, p["metadata"]["name"]
 
 
 def runner_status(story: Story) -> RunnerStatus:

@@ -34,10 +34,12 @@ from tests.integration.node.pods import (
     install,
     kill_driver_and_recover,
     leader,
+    no_rpc_secret_in_pods,
     overlay_values,
     pod_start,
     policy,
     runner_status,
+    uninstall,
 )
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -112,9 +114,9 @@ def test_burst_story_on_real_pods(
     try:
         # 1. the controller in pods
         install(helm, story, overlay_values(real_node, ns, tmp_path), release)
-        ctl = story.pods("app.kubernetes.io/component=controller")
+        ctl = story.controllers()
         assert len(ctl) == 2 and all(p["spec"]["nodeName"] == real_node.name for p in ctl), ctl
-        first_leader = story.wait("a controller leads", lambda: leader(kubectl, ns), 60)
+        first_leader = story.wait("a controller leads", lambda: leader(story), 60)
         # 2-3. the managed job
         apply(kubectl, POLICY, ns)
         apply(kubectl, job_doc(claim), ns)
@@ -124,18 +126,20 @@ def test_burst_story_on_real_pods(
              if p["status"].get("phase") == "Running"), None), 120)
         figures["driver_pod_start_s"] = pod_start(drv)
         story.wait("an executor pod runs", lambda: executors_running(story) >= 1, 180)
+        no_rpc_secret_in_pods(story)
         story.wait("the first committed batch", lambda: runner_status(story).last_committed_batch
                    is not None, 240)
         figures["streamjob_to_first_batch_s"] = round(time.monotonic() - created, 1)
         # the burst: a scale-out and/or repartition; kill the leading controller in the action
         st = story.wait("an action in flight (status.intent)",
                         lambda: status(kubectl, ns, JOB).get("intent"), 420, every=0.5)
-        lead = leader(kubectl, ns)
-        kubectl("delete", "pod", lead, "-n", ns, "--grace-period=0", "--force", "--wait=false")
+        lead = leader(story)
+        kubectl("delete", "pod", lead, "-n", story.ctl_ns, "--grace-period=0", "--force",
+                "--wait=false")
         story.mark(f"killed the leading controller {lead} during {st.get('action')}")
         story.wait("the standby finishes the action", lambda: "intent" not in status(
             kubectl, ns, JOB), 240)
-        new_leader = leader(kubectl, ns)
+        new_leader = leader(story)
         assert new_leader and new_leader != lead, (first_leader, lead, new_leader)
         recent = runner_status(story).recent_actions
         assert [a.id for a in recent].count(st["actionId"]) == 1, recent
@@ -181,7 +185,7 @@ def test_burst_story_on_real_pods(
         (REPO / "out").mkdir(exist_ok=True)
         (REPO / "out" / "burst-pods-figures.json").write_text(
             json.dumps(figures, indent=1, default=str))
-        helm("uninstall", release, "-n", ns, "--wait", "--timeout=2m", check=False)
+        uninstall(helm, story, release)
     got = figures["events"]
     assert "RecoverFromFailure" in got and ("ScaleOut" in got or "RepartitionStateBound" in got)
     verdict = verify_on_host(host)

@@ -38,10 +38,12 @@ from tests.integration.node.pods import (
     executors_running,
     install,
     kill_driver_and_recover,
+    leader,
     overlay_values,
     pod_start,
     policy,
     runner_status,
+    uninstall,
 )
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -154,9 +156,7 @@ def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exact
     load = threading.Thread(target=lambda: stats.update(s=gen.run(duration=900)), daemon=True)
     try:
         install(helm, story, overlay_values(real_node, ns, tmp_path), "sa")
-        story.wait("a controller leads", lambda: kubectl.json(
-            "get", "lease", "stream-autoscaler-controller", "-n", ns)["spec"].get(
-                "holderIdentity"), 60)
+        story.wait("a controller leads", lambda: leader(story), 60)
         # the user's file, byte for byte, as the ConfigMap's key
         apply(kubectl, {"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": "wordcount-script"},
@@ -217,7 +217,7 @@ def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exact
         (REPO / "out").mkdir(exist_ok=True)
         (REPO / "out" / "script-pods-figures.json").write_text(
             json.dumps(figures, indent=1, default=str))
-        helm("uninstall", "sa", "-n", ns, "--wait", "--timeout=2m", check=False)
+        uninstall(helm, story, "sa")
     written = stats["s"].records
     local = tmp_path / "out"
     copy_out(pod_s3, bucket, "out", local)

@@ -88,7 +88,7 @@ def test_an_object_store_checkpoints_keys_reach_driver_and_executors_from_the_se
                                                          "key": "AWS_ACCESS_KEY_ID"}}
     assert env["AWS_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "s3-keys",
                                                              "key": "AWS_SECRET_ACCESS_KEY"}}
-    assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest"]
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest", "spark-auth"]
     # no keys named: the pods' own credential chain (a workload identity), nothing added
     obj, model = job(checkpoint={"location": "s3a://checkpoints/wc"})
     assert not any("secretKeyRef" in k for k in conf_of(model, obj))
@@ -97,7 +97,7 @@ def test_an_object_store_checkpoints_keys_reach_driver_and_executors_from_the_se
 def test_no_claim_no_checkpoint_volume() -> None:
     obj, model = job(checkpoint={"location": "/checkpoints/wc"})
     pod = resources.driver_pod(obj, model, ManagedSettings(), executors=1, max_executors=2)
-    assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest"]
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest", "spark-auth"]
     assert not any(k.startswith(PVC) for k in conf_of(model, obj))
 
 
@@ -179,7 +179,7 @@ def test_a_script_in_the_image_mounts_nothing_more() -> None:
     doc["metadata"] = META
     model = StreamJob.model_validate(doc)
     pod = resources.driver_pod(doc, model, ManagedSettings(), executors=1, max_executors=2)
-    assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest", "checkpoint"]
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["manifest", "spark-auth", "checkpoint"]
 
 
 @pytest.mark.parametrize(

@@ -82,3 +82,30 @@ def test_a_managed_job_with_a_bare_checkpoint_path_is_degraded_and_nothing_is_ma
     assert "spec: checkpoint.location (/data/checkpoints/wc): a managed job's checkpoint must " \
            "be shared by the driver and every executor pod" in degraded["message"]
     assert [e[1] for e in api.events] == ["SpecInvalid"]
+
+
+POLICY = {**yaml.safe_load((REPO / "policies" / "default.yaml").read_text()),
+          "metadata": {"name": "default", "namespace": "jobs"}}
+
+
+def test_no_driver_in_the_controllers_namespace() -> None:
+    """A managed job in the controller's own namespace would run its author's code beside the
+    controller's ServiceAccount (a pod there may name it): Degraded ``ControllerNamespace``,
+    naming where to create it instead, and nothing is made (the stand-in has no ``ensure``)."""
+    from controller.kube.settings import ManagedSettings
+
+    sample = yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-burst.yaml").read_text())
+    job = copy.deepcopy(JOB)
+    job["metadata"]["finalizers"] = [FINALIZER]
+    job["spec"] = sample["spec"]
+    api = FinalizedApi()
+    settings = ControllerSettings(managed=ManagedSettings(controller_namespace="jobs"))
+    r = Reconciler(api, settings, lambda k: job,  # type: ignore[arg-type]
+                   lambda k: POLICY, lambda k, t: None,  # type: ignore[arg-type,return-value]
+                   ControllerMetrics(), clock=lambda: 1_000.0)
+    r.reconcile(KEY)
+    degraded = next(c for c in api.status["conditions"] if c["type"] == "Degraded")
+    assert degraded["reason"] == "ControllerNamespace", degraded
+    assert "never run in the controller's namespace jobs" in degraded["message"]
+    assert "jobNamespaces" in degraded["message"]
+    assert [e[1] for e in api.events] == ["ControllerNamespace"]

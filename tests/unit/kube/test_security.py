@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 from typing import Any
 
 import pytest
@@ -277,12 +278,37 @@ def test_rpc_is_authenticated_and_the_ui_cannot_kill() -> None:
     conf = _conf(model())
     assert conf["spark.authenticate"] == "true"
     assert conf["spark.ui.killEnabled"] == "false"
-    assert not any(k.startswith("spark.authenticate.secret") for k in conf), (
-        "Spark generates the secret per application; it must not be in the ConfigMap")
+    assert [k for k in conf if k.startswith("spark.authenticate.secret")] == [
+        "spark.authenticate.secret.file"], "the secret's value never reaches the ConfigMap"
+
+
+def test_the_rpc_secret_is_a_file_never_a_pod_env() -> None:
+    """Spark 4.3's BasicExecutorFeatureStep puts the RPC secret in an executor's environment
+    (``_SPARK_AUTH_SECRET``) unless ``spark.authenticate.secret.executor.file`` (which falls
+    back to ``spark.authenticate.secret.file``) is set: then every executor reads the file from
+    the job's own Secret, mounted by the template, as the driver does. Whoever may list the
+    namespace's pods sees the Secret's name, never its value."""
+    names = resources.Names.of(OBJ)
+    path = _conf(model())["spark.authenticate.secret.file"]
+    secret = resources.spark_auth_secret(OBJ)
+    assert secret["metadata"]["name"] == names.spark_auth == "wc-spark-auth"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == OBJ["metadata"]["uid"]
+    assert len(secret["stringData"][resources.SPARK_AUTH_KEY]) == 64
+    assert resources.spark_auth_secret(OBJ)["stringData"] != secret["stringData"]
+    tpl = resources.executor_pod_template(names)
+    driver = resources.driver_pod(OBJ, model(), ManagedSettings(), executors=1, max_executors=2)
+    for spec in (tpl["spec"], driver["spec"]):
+        (vol,) = [v for v in spec["volumes"] if v["name"] == resources.SPARK_AUTH_VOLUME]
+        assert vol["secret"]["secretName"] == names.spark_auth
+        (mount,) = [m for m in spec["containers"][0]["volumeMounts"]
+                    if m["name"] == resources.SPARK_AUTH_VOLUME]
+        assert f"{mount['mountPath']}/{vol['secret']['items'][0]['path']}" == path
+        assert mount["readOnly"] is True
     cm = resources.config_map(OBJ, resources.runner_manifest(
-        model(), resources.Names.of(OBJ), ManagedSettings(), 1))
-    assert "secret" not in "".join(cm["data"].values()).lower().replace(
-        "secretkeyref", "")
+        model(), names, ManagedSettings(), 1))
+    assert secret["stringData"][resources.SPARK_AUTH_KEY] not in json.dumps(cm)
+    assert not [e for e in driver["spec"]["containers"][0]["env"] if "value" in e
+                and "AUTH" in e["name"]]
 
 
 def test_spark_needs_nothing_beyond_executor_pods() -> None:
@@ -316,13 +342,16 @@ def test_driver_pod_is_restricted() -> None:
 
 
 def test_executor_template_is_restricted_and_tokenless() -> None:
-    tpl = resources.executor_pod_template()
+    tpl = resources.executor_pod_template(resources.Names.of(OBJ))
     _restricted(tpl["spec"], tpl["spec"]["containers"])
     assert tpl["spec"]["automountServiceAccountToken"] is False
     assert tpl["spec"]["containers"][0]["name"] == resources.EXECUTOR_CONTAINER
     cm = resources.config_map(OBJ, "x")
     assert yaml.safe_load(cm["data"][resources.EXECUTOR_TEMPLATE_KEY]) == tpl
     conf = _conf(model())
+    # Spark 4.3 (ExecutorKubernetesCredentialsFeatureStep) gives executors the driver's
+    # ServiceAccount unless told: the admission policy admits executors as `default` only
+    assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "default"
     assert conf["spark.kubernetes.executor.podTemplateFile"] == (
         f"{resources.MANIFEST_DIR}/{resources.EXECUTOR_TEMPLATE_KEY}")
     assert conf["spark.kubernetes.executor.podTemplateContainerName"] == "executor"
