@@ -330,29 +330,27 @@ def config_map(obj: Obj, manifest: str, s: ManagedSettings | None = None) -> Obj
     }
 
 
-def secret(obj: Obj) -> Obj:
-    """The control token Secret; a new random token (an existing Secret is never replaced)."""
-    names = Names.of(obj)
+def _owned_secret(obj: Obj, name: str, component: str, data: dict[str, str]) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": object_meta(obj, names.secret, "control-token"),
+        "metadata": object_meta(obj, name, component),
         "type": "Opaque",
-        "stringData": {TOKEN_KEY: secrets.token_urlsafe(32)},
+        "stringData": data,
     }
+
+
+def secret(obj: Obj) -> Obj:
+    """The control token Secret; a new random token (an existing Secret is never replaced)."""
+    return _owned_secret(obj, Names.of(obj).secret, "control-token",
+                         {TOKEN_KEY: secrets.token_urlsafe(32)})
 
 
 def spark_auth_secret(obj: Obj) -> Obj:
     """The job's Spark RPC secret: 32 random bytes, new per job (an existing Secret is never
     replaced, so a recreated driver and the executors it starts share it)."""
-    names = Names.of(obj)
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": object_meta(obj, names.spark_auth, "spark-auth"),
-        "type": "Opaque",
-        "stringData": {SPARK_AUTH_KEY: secrets.token_hex(32)},
-    }
+    return _owned_secret(obj, Names.of(obj).spark_auth, "spark-auth",
+                         {SPARK_AUTH_KEY: secrets.token_hex(32)})
 
 
 def service(obj: Obj, s: ManagedSettings) -> Obj:
