@@ -121,7 +121,8 @@ class CheckpointVolume(SpecModel):
         min_length=1,
         max_length=253,
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-        description="PersistentVolumeClaim in the job's namespace (ReadWriteMany).",
+        description="PersistentVolumeClaim in the job's namespace (ReadWriteMany), labelled "
+        "stream-autoscaler.io/job-reference=true.",
     )
     mount_path: str = Field(
         pattern=_MOUNT_PATH, max_length=1024,
@@ -158,7 +159,7 @@ class CheckpointCredentials(SpecModel):
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
         description="Secret in the job's namespace with the keys AWS_ACCESS_KEY_ID and "
         "AWS_SECRET_ACCESS_KEY, set as those environment variables in the driver and executor "
-        "pods.",
+        "pods; labelled stream-autoscaler.io/job-reference=true.",
     )
 
 
@@ -273,7 +274,8 @@ class Application(SpecModel):
         default=None, max_length=253,
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
         description="A ConfigMap in the job's namespace holding the script under the key "
-                    "`script`; the controller mounts it read-only in the driver pod.")
+                    "`script`, labelled stream-autoscaler.io/job-reference=true; the controller "
+                    "mounts it read-only in the driver pod.")
 
     @model_validator(mode="after")
     def _one_way_in(self) -> Application:

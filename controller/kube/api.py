@@ -78,7 +78,8 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "secret": _perms("", "secrets", "get"),
     "secret_value": _perms("", "secrets", "get"),
     "update_config_map_data": _perms("", "configmaps", "patch"),
-    "config_map_keys": _perms("", "configmaps", "get"),
+    "referenced": _perms("", "persistentvolumeclaims", "get") + _perms("", "secrets", "get")
+    + _perms("", "configmaps", "get"),
     "read_pod": _perms("", "pods", "get"),
     "delete_pod": _perms("", "pods", "delete"),
     "event": _perms("", "events", "create"),
@@ -226,15 +227,22 @@ class KubeApi:
                 for k, v in (s.data or {}).items()}
         return meta, data
 
-    def config_map_keys(self, namespace: str, name: str) -> set[str]:
-        """The keys of a ConfigMap (data and binaryData). NotFound if it does not exist."""
+    def referenced(self, kind: str, namespace: str, name: str) -> tuple[Obj, set[str]]:
+        """An object a spec names (``PersistentVolumeClaim``, ``Secret`` or ``ConfigMap``): its
+        metadata (labels, ownerReferences) and its keys (a Secret's or ConfigMap's data and
+        binaryData; none for a claim), never its values. NotFound if it does not exist."""
+        read = {
+            "PersistentVolumeClaim": self.core.read_namespaced_persistent_volume_claim,
+            "Secret": self.core.read_namespaced_secret,
+            "ConfigMap": self.core.read_namespaced_config_map,
+        }[kind]
         try:
-            cm = self.core.read_namespaced_config_map(
-                name, namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS
-            )
+            o = read(name, namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS)
         except ApiException as e:
             _raise(e)
-        return set(cm.data or {}) | set(cm.binary_data or {})
+        meta = self.client.sanitize_for_serialization(o.metadata) or {}
+        keys = set(getattr(o, "data", None) or {}) | set(getattr(o, "binary_data", None) or {})
+        return meta, keys
 
     def secret_value(self, namespace: str, name: str, key: str) -> str:
         """One key of a Secret, decoded. NotFound if the Secret or the key is missing."""

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 
 from urllib3.util import parse_url
 
+from controller.kube.references import consented
+
 TOKEN_LABEL = "stream-autoscaler.io/runner-token"
 """The label that makes a Secret usable as an attached runner's token (value ``"true"``)."""
 DEFAULT_ALLOWED_HOSTS = (".svc", ".svc.cluster.local")
@@ -74,11 +76,7 @@ def url_problem(field: str, url: str, allowed_hosts: Sequence[str]) -> str | Non
 def secret_problem(secret_meta: dict[str, Any], job: dict[str, Any]) -> str | None:
     """Why the Secret must not serve as this job's runner token, or None."""
     name = secret_meta.get("name", "?")
-    if (secret_meta.get("labels") or {}).get(TOKEN_LABEL) == "true":
-        return None
-    uid = (job.get("metadata") or {}).get("uid")
-    owners = secret_meta.get("ownerReferences") or secret_meta.get("owner_references") or []
-    if uid and any((o or {}).get("uid") == uid for o in owners):
+    if consented(secret_meta, (job.get("metadata") or {}).get("uid") or "", TOKEN_LABEL):
         return None
     return (f"Secret {name} is not labelled {TOKEN_LABEL}=true nor owned by this StreamJob: "
             "the controller sends a runner token only from a Secret meant for it")

@@ -40,6 +40,7 @@ from controller.kube.attach import secret_problem, url_problem
 from controller.kube.controller_metrics import ControllerMetrics
 from controller.kube.network_policy import network_policy
 from controller.kube.recovery import recovery_from_status, restored_layout
+from controller.kube.references import consent_problem, keys_problem, references
 from controller.kube.settings import FINALIZER, ControllerSettings, ManagedSettings
 from controller.kube.status import StatusDraft
 
@@ -194,25 +195,24 @@ class Reconciler:
             raise Degraded("TokenSecretNotAllowed", problem)
         return cached[1]
 
-    def _check_application(self, namespace: str, job: StreamJob) -> None:
-        """A script from a ConfigMap: the ConfigMap and its key exist before the driver pod is
-        made (else the pod would wait in ContainerCreating, saying nothing on the job)."""
-        app = job.spec.application
-        if app is None or app.config_map is None:
-            return
-        try:
-            keys = self.api.config_map_keys(namespace, app.config_map)
-        except NotFound:
-            raise Degraded(
-                "ApplicationNotFound",
-                f"spec.application.configMap: ConfigMap {namespace}/{app.config_map} not found",
-            ) from None
-        if app.script not in keys:
-            raise Degraded(
-                "ApplicationNotFound",
-                f"spec.application.script: ConfigMap {namespace}/{app.config_map} has no key "
-                f"{app.script!r} (keys: {', '.join(sorted(keys)) or 'none'})",
-            )
+    def _check_references(self, namespace: str, obj: Obj, job: StreamJob) -> None:
+        """Each claim, Secret and ConfigMap the spec names exists, holds the keys the pods read
+        and is meant for StreamJobs (controller/kube/references.py), before the driver pod is
+        made: else Degraded naming it (not a pod waiting in ContainerCreating, nor a mount of
+        what the job author may not hand to a job)."""
+        uid = obj["metadata"].get("uid", "")
+        for ref in references(job):
+            # the script's ConfigMap keeps the reason it has always had
+            missing = "ApplicationNotFound" if ref.kind == "ConfigMap" else "ReferenceNotFound"
+            try:
+                meta, keys = self.api.referenced(ref.kind, namespace, ref.name)
+            except NotFound:
+                raise Degraded(missing, f"{ref.field}: {ref.kind} {namespace}/{ref.name} "
+                               "not found") from None
+            if (problem := keys_problem(ref, namespace, keys)) is not None:
+                raise Degraded(missing, problem)
+            if (problem := consent_problem(ref, namespace, meta, uid)) is not None:
+                raise Degraded("ReferenceNotAllowed", problem)
 
     def _ensure_managed(
         self, key: Key, obj: Obj, job: StreamJob, policy: ScalingPolicySpec, draft: StatusDraft
@@ -276,7 +276,7 @@ class Reconciler:
                 draft.condition("Ready", "False", "DriverEnded",
                                 f"driver pod ended ({pod_phase}); restarting it")
                 return None
-            self._check_application(key[0], job)
+            self._check_references(key[0], obj, job)
             try:
                 self.api.ensure(
                     "Pod", key[0],

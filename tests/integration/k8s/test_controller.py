@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from controller.adapters.runner_client import RunnerClient
+from controller.kube.references import REFERENCE_LABEL
 from operators.testing.fake_runner import FakeRunners, ModelConfig
 from tests.integration.k8s.controller_env import (
     CONTROLLER_NS,
@@ -35,8 +36,12 @@ TOKEN = "fake-token"
 
 @pytest.fixture
 def ns(kubectl: Tool, namespace: str) -> str:
-    """A namespace with the fast policy and the runners' token Secret."""
+    """A namespace with the fast policy, the runners' token Secret and the samples' checkpoint
+    claim (labelled for StreamJobs, as k8s/storage/checkpoint-claim.yaml is)."""
     apply(kubectl, FAST_POLICY, namespace)
+    claim = yaml.safe_load((REPO / "k8s" / "storage" / "checkpoint-claim.yaml").read_text())
+    claim["metadata"]["namespace"] = namespace
+    apply(kubectl, claim)
     kubectl("create", "secret", "generic", "runner-token", "-n", namespace,
             f"--from-literal=token={TOKEN}")
     kubectl("label", "secret", "runner-token", "-n", namespace,
@@ -170,6 +175,10 @@ def test_a_script_from_a_configmap_is_checked_then_mounted_in_the_driver(
     kubectl("delete", "configmap", "wordcount-script", "-n", ns)
     kubectl("create", "configmap", "wordcount-script", "-n", ns,
             f"--from-literal=wordcount.py={script}")
+    cond = wait_for("the missing consent named", lambda: (c := degraded()) and c[
+        "reason"] == "ReferenceNotAllowed" and c)
+    assert f"ConfigMap {ns}/wordcount-script is not labelled" in cond["message"], cond
+    kubectl("label", "configmap", "wordcount-script", "-n", ns, f"{REFERENCE_LABEL}=true")
     pod = wait_for("the driver pod", lambda: kubectl.json("get", "pod", "script-driver",
                                                           "-n", ns))
     container = pod["spec"]["containers"][0]
@@ -182,6 +191,66 @@ def test_a_script_from_a_configmap_is_checked_then_mounted_in_the_driver(
         kubectl.json("get", "configmap", "script-manifest", "-n", ns)["data"]["job.yaml"])
     assert manifest["spec"]["application"]["script"] == (
         "/opt/stream-autoscaler/application/wordcount.py")
+
+
+def test_a_job_mounts_only_what_consents(
+    kubectl: Tool, ns: str, controller: ControllerProc
+) -> None:
+    """A spec naming a claim or a Secret of the namespace that is not meant for StreamJobs (a
+    database's volume, another team's keys): Degraded ``ReferenceNotAllowed`` naming it and the
+    label that consents, and no driver pod; a Secret without the keys the pods read is
+    ``ReferenceNotFound`` naming the key. Labelled, each is mounted."""
+    kubectl("create", "serviceaccount", "stream-autoscaler-spark", "-n", ns)
+    apply(kubectl, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "db-data", "namespace": ns},
+                    "spec": {"accessModes": ["ReadWriteOnce"],
+                             "resources": {"requests": {"storage": "1Gi"}}}})
+    kubectl("create", "secret", "generic", "team-keys", "-n", ns,
+            "--from-literal=AWS_ACCESS_KEY_ID=theirs")
+    sample = yaml.safe_load((REPO / "k8s" / "samples" / "streamjob-burst.yaml").read_text())
+    for name, checkpoint in (
+        ("on-claim", {"location": "/data/on-claim",
+                      "volume": {"claimName": "db-data", "mountPath": "/data"}}),
+        ("on-keys", {"location": "s3a://checkpoints/on-keys",
+                     "credentials": {"secretName": "team-keys"}}),
+    ):
+        doc = {**sample, "metadata": {"name": name, "namespace": ns},
+               "spec": {**sample["spec"], "policyRef": {"name": "fast"},
+                        "checkpoint": checkpoint}}
+        apply(kubectl, doc)
+
+    def degraded(name: str, reason: str) -> dict[str, Any] | None:
+        st = status(kubectl, ns, name)
+        return next((c for c in st.get("conditions", []) if c["type"] == "Degraded"
+                     and c["status"] == "True" and c["reason"] == reason), None)
+
+    cond = wait_for("the claim refused", lambda: degraded("on-claim", "ReferenceNotAllowed"))
+    assert cond["message"].startswith(
+        f"spec.checkpoint.volume.claimName: PersistentVolumeClaim {ns}/db-data is not "
+        f"labelled {REFERENCE_LABEL}=true"), cond
+    assert f"kubectl label pvc db-data -n {ns} {REFERENCE_LABEL}=true" in cond["message"]
+    cond = wait_for("the missing key", lambda: degraded("on-keys", "ReferenceNotFound"))
+    assert f"Secret {ns}/team-keys has no key 'AWS_SECRET_ACCESS_KEY'" in cond["message"], cond
+    kubectl("delete", "secret", "team-keys", "-n", ns)
+    kubectl("create", "secret", "generic", "team-keys", "-n", ns,
+            "--from-literal=AWS_ACCESS_KEY_ID=theirs", "--from-literal=AWS_SECRET_ACCESS_KEY=x")
+    cond = wait_for("the Secret refused", lambda: degraded("on-keys", "ReferenceNotAllowed"))
+    assert f"Secret {ns}/team-keys is not labelled" in cond["message"], cond
+    for name in ("on-claim", "on-keys"):
+        assert kubectl("get", "pod", f"{name}-driver", "-n", ns, check=False).returncode != 0
+        assert "ReferenceNotAllowed" in reasons(kubectl, ns, name)
+
+    kubectl("label", "pvc", "db-data", "-n", ns, f"{REFERENCE_LABEL}=true")
+    kubectl("label", "secret", "team-keys", "-n", ns, f"{REFERENCE_LABEL}=true")
+    pod = wait_for("the claim mounted", lambda: kubectl.json("get", "pod", "on-claim-driver",
+                                                             "-n", ns))
+    assert {"name": "checkpoint", "persistentVolumeClaim": {"claimName": "db-data"}} in pod[
+        "spec"]["volumes"]
+    pod = wait_for("the keys given", lambda: kubectl.json("get", "pod", "on-keys-driver",
+                                                          "-n", ns))
+    env = {e["name"]: e.get("valueFrom") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["AWS_SECRET_ACCESS_KEY"] == {"secretKeyRef": {
+        "name": "team-keys", "key": "AWS_SECRET_ACCESS_KEY"}}
 
 
 # --- policies ---------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from controller.kube.references import REFERENCE_LABEL
 from tests.integration.k8s.conftest import (  # noqa: F401
     crds,
     helm,
@@ -179,7 +180,8 @@ def shared_volume(
         },
     })
     apply(kubectl, {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "labels": {REFERENCE_LABEL: "true"}},  # meant for jobs
         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "sa-local",
                  "volumeName": pv, "resources": {"requests": {"storage": "5Gi"}}},
     }, ns)

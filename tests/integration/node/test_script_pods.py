@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from controller.kube.references import REFERENCE_LABEL
 from tests.integration.k8s.controller_env import apply, status
 from tests.integration.k8s.k8s_tier import REPO, Tool, unavailable
 from tests.integration.node.conftest import RealNode
@@ -159,11 +160,13 @@ def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exact
         story.wait("a controller leads", lambda: leader(story), 60)
         # the user's file, byte for byte, as the ConfigMap's key
         apply(kubectl, {"apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": "wordcount-script"},
+                        "metadata": {"name": "wordcount-script",
+                                     "labels": {REFERENCE_LABEL: "true"}},
                         "data": {"job.py": SCRIPT.read_text(encoding="utf-8")}}, ns)
         apply(kubectl, POLICY, ns)
         apply(kubectl, {"apiVersion": "v1", "kind": "Secret",
-                        "metadata": {"name": KEYS_SECRET},
+                        "metadata": {"name": KEYS_SECRET,
+                                     "labels": {REFERENCE_LABEL: "true"}},
                         "stringData": {"AWS_ACCESS_KEY_ID": pod_s3.access_key,
                                        "AWS_SECRET_ACCESS_KEY": pod_s3.secret_key}}, ns)
         apply(kubectl, job_doc(pod_s3, bucket, pod_kafka, topic), ns)
