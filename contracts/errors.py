@@ -16,3 +16,10 @@ from __future__ import annotations
 
 class ContractError(ValueError):
     """Input that does not meet a contract; the message says what and where."""
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (escape sequences, NUL, bell,
+    carriage return, a newline that would forge a line) shown escaped: a message quotes
+    hostile input, never replays it (tests/fuzz: the ``raw-control`` outcome)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from contracts.api import GROUP_VERSION
-from contracts.errors import ContractError
+from contracts.errors import ContractError, printable
 from contracts.pipeline import Operator
 from contracts.policy import ScalingPolicy
 from contracts.sources import Source
@@ -36,12 +36,8 @@ class ManifestError(ContractError):
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         # a key or value with a terminal escape sequence is shown escaped, never replayed
-        self.problems = [_printable(p) for p in problems]
+        self.problems = [printable(p) for p in problems]
         super().__init__("\n".join(self.problems))
-
-
-def _printable(line: str) -> str:
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -135,11 +131,15 @@ def _problem(model: type[BaseModel], err: Any) -> str:
     path = ".".join(loc) or "(top level)"
     kind, msg, value = err["type"], err["msg"], err.get("input")
     if kind == "extra_forbidden":
+        # the unknown key as written, even when it looks like a union tag (a "[" in it)
+        key = str(err["loc"][-1]) if err["loc"] else ""
+        parent = _yaml_path(err["loc"][:-1])
+        path = ".".join([*parent, key]) or "(top level)"
         known = _known_fields(model, err["loc"][:-1])
         hint = ""
-        close = difflib.get_close_matches(loc[-1], known, n=1) if known else []
+        close = difflib.get_close_matches(key, known, n=1) if known else []
         if close:
-            hint = f" (did you mean {'.'.join([*loc[:-1], close[0]])}?)"
+            hint = f" (did you mean {'.'.join([*parent, close[0]])}?)"
         elif known:
             hint = f" (known here: {', '.join(sorted(known))})"
         return f"{path}: unknown field{hint}"

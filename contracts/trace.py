@@ -17,11 +17,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contracts.errors import ContractError
+from contracts.errors import ContractError, printable
 
 
 class TraceError(ContractError):
-    """A trace file that cannot be used, with where and why."""
+    """A trace file that cannot be used, with where and why (quoted input shown escaped)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(printable(message))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,10 @@
-"""The fuzz tier: hostile policies, StreamJobs, traces and control requests,
+"""The fuzz tier: hostile policies, StreamJobs, traces and control requests, and what a job
+author may try against the cluster (tests/fuzz/hostile.py: Spark settings, JVM flags and mount
+paths read as ``validate --cluster`` reads them, attach URLs, checkpoints, simulator models),
 generated deterministically, each under a time limit in a worker with a memory cap. Every input
-is accepted or refused with a clear error; 0 tracebacks, 0 hangs. Figures printed (``-s``)."""
+is accepted or refused with a clear error that quotes input escaped; 0 tracebacks, 0 hangs, 0
+bypasses (a setting that shapes pods accepted), 0 allowed URLs whose request goes elsewhere.
+Figures printed (``-s``)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,14 @@ from tests.realcomponents import REPO
 
 SEED = int(os.environ.get("FUZZ_SEED", "20261122"))
 COUNT = int(os.environ.get("FUZZ_COUNT", "400"))
-"""Inputs per kind: ~1,600 in all, about a minute on two cores."""
+"""Inputs per kind (checkpoints half, simulator models a quarter: each is a directory or a
+simulation): ~3,100 in all, about half a minute on two cores."""
+KINDS = {"policy": COUNT, "streamjob": COUNT, "trace": COUNT, "control": COUNT,
+         "clusterjob": COUNT, "url": COUNT, "checkpoint": COUNT // 2, "model": COUNT // 4}
+SOURCE = {"policy": "policy-", "streamjob": "streamjob-", "trace": "fuzz.csv",
+          "clusterjob": "streamjob-", "url": "spec.attach.controlUrl", "checkpoint": "/cp",
+          "model": "model-"}
+"""What a refusal must name: the file, the trace, the field or the checkpoint."""
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +42,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return data
 
 
-@pytest.mark.parametrize("kind", ["policy", "streamjob", "trace", "control"])
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_no_traceback_no_hang(report: dict[str, object], kind: str,
                               capsys: pytest.CaptureFixture[str]) -> None:
     results = report["results"][kind]  # type: ignore[index]
@@ -42,13 +53,14 @@ def test_no_traceback_no_hang(report: dict[str, object], kind: str,
               f"(seed {report['seed']}, worker {report['seconds']:.1f} s)")
     defects = [r for r in results if r["outcome"] not in ("ok", "refused")]
     assert defects == [], json.dumps(defects[:3], indent=1)
-    assert len(results) == COUNT
+    assert len(results) == KINDS[kind]
 
 
-@pytest.mark.parametrize("kind", ["policy", "streamjob", "trace"])
+@pytest.mark.parametrize("kind", list(SOURCE))
 def test_every_refusal_says_where(report: dict[str, object], kind: str) -> None:
-    """A refusal names the file (manifests) or the trace, not a bare exception text."""
-    source = {"policy": "policy-", "streamjob": "streamjob-", "trace": "fuzz.csv"}[kind]
+    """A refusal names the file (manifests, models), the trace, the field (URLs) or the
+    checkpoint, not a bare exception text."""
+    source = SOURCE[kind]
     refusals = [r for r in report["results"][kind] if r["outcome"] == "refused"]  # type: ignore[index]
     assert refusals, "the campaign refused nothing: the generators are too tame"
     vague = [r["message"] for r in refusals if source not in r["message"]]

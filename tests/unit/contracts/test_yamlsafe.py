@@ -91,10 +91,20 @@ def test_a_plain_date_is_text_as_the_api_server_reads_it_and_plus_eight_is_eight
     assert load_yaml("d: 2001-02-30\nn: +8\nf: 1e3\n") == {"d": "2001-02-30", "n": 8, "f": 1000.0}
 
 
-def test_a_terminal_escape_in_a_key_is_shown_escaped(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [("spec: {executors: {max: 2, \"\\e[2J\\e[31mx\": 1}}\n",
+      "spec.executors.\\x1b[2J\\x1b[31mx: unknown field"),
+     # at the top level: a "[" in the key once made it look like pydantic's own tag
+     ("spec: {}\n\"\\e[2Jx\": 1\n", "\\x1b[2Jx: unknown field")],
+    ids=["nested", "top-level"],
+)
+def test_a_terminal_escape_in_a_key_is_shown_escaped(tmp_path: Path, spec: str,
+                                                      named: str) -> None:
     f = tmp_path / "p.yaml"
     f.write_text("apiVersion: stream-autoscaler.io/v1alpha1\nkind: ScalingPolicy\n"
-                 "metadata: {name: x}\nspec: {executors: {max: 2, \"\\e[2J\\e[31mx\": 1}}\n")
+                 "metadata: {name: x}\n" + spec)
     with pytest.raises(ManifestError) as e:
         load_policy(f)
     assert "\x1b" not in str(e.value) and all(p.isprintable() for p in e.value.problems)
+    assert any(named in p for p in e.value.problems), e.value.problems

@@ -249,3 +249,34 @@ def test_keys_in_an_s3a_location_are_refused_and_never_echoed(
     assert cli.checkpoint_main(["inspect", "s3a://AKIAEXAMPLE:wJalrSECRETKEY@bucket/cp"]) == 2
     err = capsys.readouterr().err
     assert "SECRETKEY" not in err and "***@bucket" in err, err
+
+
+def test_a_sparse_file_is_copied_as_holes(tmp_path: Path) -> None:
+    """A 4 GiB file of holes with a little data (as a hostile author can leave in their
+    checkpoint) is backed up and restored as holes: the same bytes, no 4 GiB written."""
+    cp = checkpoint(tmp_path, range(0, 3), range(0, 3))
+    (cp / "state" / "0" / "0").mkdir(parents=True)
+    sparse = cp / "state" / "0" / "0" / "1.delta"
+    with open(sparse, "wb") as f:
+        f.seek(1 << 30)
+        f.write(b"data in the middle")
+        f.truncate(4 << 30)
+    backup(cp, tmp_path / "backup")
+    restore(tmp_path / "backup", tmp_path / "restored")
+    for copy in (tmp_path / "backup", tmp_path / "restored"):
+        got = copy / "state" / "0" / "0" / "1.delta"
+        assert got.stat().st_size == 4 << 30
+        assert got.stat().st_blocks * 512 < 16 << 20, "the holes were written out"
+        with open(got, "rb") as f:
+            f.seek(1 << 30)
+            assert f.read(18) == b"data in the middle"
+
+
+def test_a_stale_marker_in_a_checkpoint_is_not_copied(tmp_path: Path) -> None:
+    """``stream-autoscaler-backup.json`` in a checkpoint (even a directory of that name) is not
+    part of it: the backup writes its own marker, and nothing raises."""
+    cp = checkpoint(tmp_path, range(0, 3), range(0, 3))
+    (cp / "stream-autoscaler-backup.json").mkdir()
+    assert backup(cp, tmp_path / "backup") == 2
+    marker = json.loads((tmp_path / "backup" / "stream-autoscaler-backup.json").read_text())
+    assert marker["batch"] == 2
