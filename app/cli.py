@@ -38,7 +38,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _runner(args: argparse.Namespace) -> int:
-    from operators import cli as op_cli
+    from operators.driver import cli as op_cli
 
     return op_cli.runner_main(args.rest)
 
@@ -50,7 +50,7 @@ def _controller(args: argparse.Namespace) -> int:
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    from operators import cli as op_cli
+    from operators.driver import cli as op_cli
 
     return op_cli.checkpoint_main(args.rest)
 

@@ -36,7 +36,7 @@ from controller.core import Action, Decision
 from controller.local.loop import Evaluation, LocalController, PolicyFile
 from controller.local.processes import RunnerProcess, executor_pids, kill_pid
 from controller.local.prometheus_server import PrometheusServer, free_port
-from operators.cgroups import CpuQuota, CpuQuotaError
+from operators.query.cgroups import CpuQuota, CpuQuotaError
 from operators.sources.burst_clock import BurstClock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,7 +172,7 @@ def run_demo(
     ``executor_cpus`` caps each executor with a CFS quota ("job": the StreamJob's
     ``executors.cpuLimit``/``cpu``, as its pods would get; None: whole cores).
     """
-    from operators.cluster import MiniCluster
+    from operators.query.cluster import MiniCluster
 
     try:
         events = [(e.at, e.kind) for e in parse_chaos(chaos)]

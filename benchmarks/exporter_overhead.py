@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def run(spark, spec, seconds: float, exporter: bool) -> float:  # type: ignore[no-untyped-def]
-    from operators.exporter import RunnerMetrics, StagePoller
-    from operators.job import build_query
-    from operators.listener import ProgressListener
-    from operators.session import ExecutorPool
+    from operators.driver.exporter import RunnerMetrics, StagePoller
+    from operators.driver.listener import ProgressListener
+    from operators.query.job import build_query
+    from operators.query.session import ExecutorPool
 
     listener = poller = None
     if exporter:
@@ -67,7 +67,7 @@ def main() -> int:
     from pyspark.sql import SparkSession
 
     from contracts.streamjob import StreamJob
-    from operators.job import spark_conf_for
+    from operators.query.job import spark_conf_for
 
     work = Path(tempfile.mkdtemp(prefix="sa-bench-"))
     (work / "trace.csv").write_text("t,input_rate\n0,400000\n")

@@ -1,7 +1,7 @@
 """Every metric the runner exports, declared once: name, type, labels, help.
 
-The runner's exporter registers these (``operators/exporter.py``), the fake runner renders them
-(``operators/testing/fake_runner_model.py``), the controller queries them
+The runner's exporter registers these (``operators/driver/exporter.py``), the fake runner renders
+them (``operators/testing/fake_runner_model.py``), the controller queries them
 (``controller/adapters/promql.py``, ``controller/adapters/scrape.py``) and docs/runner.md documents
 each one (``tests/unit/test_docs.py``). Usage::
 

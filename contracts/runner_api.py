@@ -1,7 +1,8 @@
 """The runner's control endpoint (ports, token, routes, phases, actions, status), declared once.
 
-The data plane serves it (``operators/control.py`` over :class:`operators.runner.JobRunner`; the
-fakes in ``operators/testing``); the control plane reads it (``controller/adapters/runner_client``).
+The data plane serves it (``operators/driver/control.py`` over
+:class:`operators.driver.runner.JobRunner`; the fakes in ``operators/testing``); the control plane
+reads it (``controller/adapters/runner_client``).
 Routes (all JSON; a bearer token except ``/healthz``)::
 
     GET  /healthz                        -> 200 HealthResponse (503 when Failed), no token

@@ -4,22 +4,24 @@ Hierarchy::
 
     OperatorsError                           every error below
     ├── JobDefinitionError(ValueError)       a manifest that cannot become a query
-    │                                        (``where`` + ``problem``; operators.job)
+    │                                        (``where`` + ``problem``; operators.query.job)
     ├── SourceError(ValueError)              a source that cannot be read as described
     │   ├── BurstSourceError                 a bad trace, t,load without loadUnitRate
     │   ├── FileSourceError                  a files source described incompletely
     │   └── KafkaSourceError                 a Kafka source or sink, or the connector's jars
-    ├── SinkError(ValueError)                a sink we cannot write to (operators.sinks)
+    ├── SinkError(ValueError)                a sink we cannot write to (operators.query.sinks)
     ├── CheckpointError(ValueError)          a checkpoint we must not start from
     │                                        (operators.state.checkpoint; ``problem`` code)
     ├── RepartitionError(RuntimeError)       a repartition that failed, rolled back or not
     │                                        (operators.state.repartition; ``step``)
     ├── VerifierError(RuntimeError)          the exactly-once verifier cannot judge this job
     ├── ActionConflict(RuntimeError)         an action requested while another runs, or in a
-    │                                        phase that refuses it: HTTP 409 (operators.actions)
-    ├── ClusterError(RuntimeError)           the mini-cluster could not start (operators.cluster)
+    │                                        phase that refuses it: HTTP 409
+    │                                        (operators.driver.actions)
+    ├── ClusterError(RuntimeError)           the mini-cluster could not start
+    │                                        (operators.query.cluster)
     ├── CpuQuotaError(RuntimeError)          a CPU quota cannot be set here: no permission, no
-    │                                        cpu controller, a bad figure (operators.cgroups)
+    │                                        cpu controller, a bad figure (operators.query.cgroups)
     └── LoadGenError(RuntimeError)           the Kafka load generator cannot run (operators.loadgen)
 
 Each keeps the built-in base it always had (``ValueError`` for what a manifest says,

@@ -20,8 +20,8 @@ no-ops in batch), and compares the result with what the files sink holds in batc
 
 Kafka: a job whose only input is a Kafka source is replayed by reading the topic in batch mode
 from the query's initial offsets (``sources/0/0``) to the end offsets of batch N; a ``kafka``
-sink is read back with :func:`operators.sinks.read_kafka_output` (per batch id, the rows of one
-complete write attempt). The topic must still hold the input (retention).
+sink is read back with :func:`operators.query.sinks.read_kafka_output` (per batch id, the rows of
+one complete write attempt). The topic must still hold the input (retention).
 
 Needs a SparkSession (the active one unless given; with Kafka, one with the connector's jars)
 and a ``files`` sink on a local path or a ``kafka`` sink; the inputs must be burst sources, or
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from contracts.streamjob import Source
-    from operators.job import ReadSource
+    from operators.query.job import ReadSource
 
 __all__ = ["CommittedProgress", "VerificationResult", "VerifierError", "committed_progress",
            "expected_output", "verify"]
@@ -81,7 +81,7 @@ def expected_output(
     spark: SparkSession, spec: StreamJobSpec, progress: CommittedProgress
 ) -> DataFrame:
     """What the pipeline yields over exactly the committed input (batch mode)."""
-    from operators.job import build_dataframe
+    from operators.query.job import build_dataframe
 
     return build_dataframe(spark, spec, read=_batch_reader(spark, progress))
 
@@ -100,8 +100,8 @@ def verify(
     """
     from pyspark.sql import SparkSession
 
-    from operators.job import aggregation_alias
-    from operators.sinks import read_files_output, read_kafka_output
+    from operators.query.job import aggregation_alias
+    from operators.query.sinks import read_files_output, read_kafka_output
 
     if spec.application is not None or spec.sink is None or spec.pipeline is None:
         raise VerifierError(

@@ -18,8 +18,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from operators.offsets import record_count, topic_offsets
 from operators.sources.base import BacklogProbe, PartitionLag, SourceBacklog
-from operators.sources.offsets import record_count, topic_offsets
 
 
 def backlog_from_progress(

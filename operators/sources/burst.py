@@ -24,9 +24,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from contracts.streamjob import BurstSource
+from operators.offsets import burst_offset, record_count
 from operators.sources.base import SourceBacklog
 from operators.sources.burst_clock import BurstClock
-from operators.sources.offsets import burst_offset, record_count
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from contracts.streamjob import KafkaSource
 from operators.errors import KafkaSourceError, VerifierError
 from operators.jars import JarSet
+from operators.offsets import TopicOffsets, topic_offsets, topic_offsets_json
 from operators.sources.base import SourceBacklog
-from operators.sources.offsets import TopicOffsets, topic_offsets, topic_offsets_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

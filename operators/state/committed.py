@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from operators.errors import VerifierError
-from operators.sources.offsets import burst_offset, topic_offsets
+from operators.offsets import burst_offset, topic_offsets
 
 if TYPE_CHECKING:
     from operators.state.store import CheckpointStore

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from operators.sources.offsets import planned_rows
+from operators.offsets import planned_rows
 from operators.state.checkpoint import CheckpointError, batches, read_offsets, store_of
 
 

@@ -214,9 +214,9 @@ def campaign(seed: int, count: int) -> dict[str, Any]:
 
 def control_campaign(rng: random.Random, count: int) -> list[dict[str, Any]]:
     from contracts.runner_api import ActionRecord, Phase, RunnerStatus
-    from operators.control import ControlServer
+    from operators.driver.control import ControlServer
 
-    class StandIn:  # a seam we own: what operators.control calls on a runner
+    class StandIn:  # a seam we own: what operators.driver.control calls on a runner
         phase = Phase.RUNNING
 
         def status(self) -> RunnerStatus:
@@ -228,7 +228,7 @@ def control_campaign(rng: random.Random, count: int) -> list[dict[str, Any]]:
         def submit(self, request: Any) -> ActionRecord:
             return ActionRecord(kind=request.kind, params=request.body())
 
-    from operators import control
+    from operators.driver import control
 
     # the deadline's code path, sooner: a body shorter than its Content-Length is waited for
     # until the whole-request deadline, then the connection is closed

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.cgroups import CGROUP_ROOT, PARENT, CpuQuota, CpuQuotaError
+from operators.query.cgroups import CGROUP_ROOT, PARENT, CpuQuota, CpuQuotaError
 from tests.realcomponents import unavailable
 
 BUSY = "import os, sys\nif sys.argv[1:] == ['fork']: os.fork()\nwhile True: pass\n"

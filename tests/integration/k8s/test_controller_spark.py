@@ -61,7 +61,7 @@ def spark_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     from contracts.streamjob import StreamJob
     from controller.local.processes import RunnerProcess
     from controller.local.prometheus_server import PrometheusServer
-    from operators.cluster import MiniCluster, free_port
+    from operators.query.cluster import MiniCluster, free_port
 
     work = tmp_path_factory.mktemp("attached")
     (work / "trace.csv").write_text(TRACE)

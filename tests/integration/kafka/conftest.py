@@ -45,7 +45,7 @@ def broker() -> Iterator[str]:
 @pytest.fixture(scope="package")
 def cluster(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Two 1-core workers: room for 1 -> 2 executors (the machine has two cores)."""
-    from operators.cluster import MiniCluster
+    from operators.query.cluster import MiniCluster
 
     logs = tmp_path_factory.mktemp("cluster")
     with MiniCluster(workers=2, cores_per_worker=1, memory_per_worker="1g", log_dir=logs) as c:

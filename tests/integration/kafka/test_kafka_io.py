@@ -91,8 +91,8 @@ def test_kafka_to_kafka_exactly_once_even_with_replayed_and_cut_writes(
     """Stateful count per key, Kafka in and out; then a cut write (rows of batch 1 under a new
     attempt without its marker, as a driver killed mid-write leaves) lands in the sink: the
     read-back ignores it. (A real replay after a kill: test_kafka_runner.)"""
-    from operators.job import build_query
-    from operators.sinks import KafkaBatchWriter
+    from operators.query.job import build_query
+    from operators.query.sinks import KafkaBatchWriter
     from operators.verifier import verify
 
     src, out = topic_name("in"), topic_name("out")
@@ -128,7 +128,7 @@ _OUT_SCHEMA = "seq BIGINT, key STRING, doubled BIGINT, event_time TIMESTAMP"
 def test_end_to_end_throughput(broker: str, spark: Any, tmp_path: Path) -> None:
     """Kafka -> parse, filter, project -> Kafka sink, as fast as it goes (local Spark, one
     core): the figure in docs/kafka.md. Prints ``kafka throughput: ...``."""
-    from operators.job import build_query
+    from operators.query.job import build_query
 
     src, out = topic_name("tp-in"), topic_name("tp-out")
     n = 200_000
@@ -142,7 +142,7 @@ def test_end_to_end_throughput(broker: str, spark: Any, tmp_path: Path) -> None:
     q = build_query(spark, job.spec, query_name="tp").trigger(availableNow=True).start()
     assert q.awaitTermination(300) and q.exception() is None
     secs = time.monotonic() - t0
-    from operators.sinks import read_kafka_output
+    from operators.query.sinks import read_kafka_output
 
     written = read_kafka_output(spark, job.spec.sink, _OUT_SCHEMA).count()
     assert written == n
@@ -151,7 +151,7 @@ def test_end_to_end_throughput(broker: str, spark: Any, tmp_path: Path) -> None:
 
 
 def test_bad_kafka_manifests_name_the_problem(broker: str, spark: Any, tmp_path: Path) -> None:
-    from operators.job import JobDefinitionError, validate_job
+    from operators.query.job import JobDefinitionError, validate_job
 
     job = load_job(write_kafka_job(tmp_path / "job", name="bad", bootstrap=broker,
                                    topic=" , ", out_topic="o", stateful=False))  # fmt: skip

@@ -27,7 +27,7 @@ def readback_session(app: str = "kafka-readback") -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from operators.job import PROVIDER_KEY, ROCKSDB_PROVIDER
+    from operators.query.job import PROVIDER_KEY, ROCKSDB_PROVIDER
     from operators.sources.kafka import kafka_jars
 
     session = (

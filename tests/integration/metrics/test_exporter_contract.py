@@ -16,7 +16,7 @@ from tests.realcomponents import require_module
 
 def test_the_exporter_registers_the_contract() -> None:
     require_module("pyspark")
-    from operators.exporter import RunnerMetrics
+    from operators.driver.exporter import RunnerMetrics
 
     registry = RunnerMetrics("j", ["counts"]).registry
     registered = {f.name: f for f in registry.collect()}
@@ -36,7 +36,7 @@ def test_the_exporter_registers_the_contract() -> None:
 
 def test_the_exporter_labels_each_metric_as_declared() -> None:
     require_module("pyspark")
-    from operators.exporter import RunnerMetrics
+    from operators.driver.exporter import RunnerMetrics
 
     metrics = RunnerMetrics("j", ["counts"])
     by_full = {m.full: m for m in M.ALL}

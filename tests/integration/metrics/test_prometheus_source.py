@@ -1,7 +1,7 @@
 """The Prometheus adapter against a real Prometheus scraping the runner's real exporter.
 
-The exporter (operators.exporter.RunnerMetrics) is fed progress events shaped like Spark's, so
-this tier needs Prometheus but no JVM; the runner tests cover the exporter against real Spark.
+The exporter (operators.driver.exporter.RunnerMetrics) is fed progress events shaped like Spark's,
+so this tier needs Prometheus but no JVM; the runner tests cover the exporter against real Spark.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ JOB = "wordcount"
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[int]:
-    from operators.exporter import RunnerMetrics, StageSample
+    from operators.driver.exporter import RunnerMetrics, StageSample
     from operators.sources.base import SourceBacklog
 
     m = RunnerMetrics(JOB, stateful=["counts"])

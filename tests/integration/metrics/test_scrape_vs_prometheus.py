@@ -1,6 +1,6 @@
 """ScrapeSource against PrometheusSource: a real Prometheus and ScrapeSource read the same runner
-exporter (operators.exporter.RunnerMetrics fed Spark-shaped progress, no JVM) at the same moment
-and must agree within the jitter of their different scrape instants.
+exporter (operators.driver.exporter.RunnerMetrics fed Spark-shaped progress, no JVM) at the same
+moment and must agree within the jitter of their different scrape instants.
 
 Run: ``.venv/bin/pytest tests/integration/metrics/test_scrape_vs_prometheus.py`` (needs the
 ``prometheus`` binary; ``make`` installs it).
@@ -28,7 +28,7 @@ WINDOW = Window(window_seconds=10, arrival_seconds=5)
 
 @pytest.fixture(scope="module")
 def exporter_port() -> Iterator[int]:
-    from operators.exporter import RunnerMetrics, StageSample
+    from operators.driver.exporter import RunnerMetrics, StageSample
     from operators.sources.base import SourceBacklog
 
     m = RunnerMetrics(JOB, stateful=["counts"])

@@ -1,6 +1,6 @@
 """Fixtures of the S3 tier: a local S3-compatible server (moto, hack/testbed/testbed_s3.py) for
 the whole folder; the runners the tests start put hadoop-aws and the AWS SDK jars `make tools`
-resolved on spark.jars themselves (operators.session.s3a_jars_for).
+resolved on spark.jars themselves (operators.query.session.s3a_jars_for).
 
 Without Java, pyspark, the moto virtualenv or the jars the tests skip locally (naming the command
 that installs them) and FAIL in CI (``CI=true``).

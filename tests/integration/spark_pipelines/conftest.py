@@ -1,8 +1,8 @@
 """A local Spark (``local[2]``) for the pipeline tests, shared by the whole folder.
 
 Spark is started once (a session costs ~10 s here) with the job settings of
-:func:`operators.job.spark_conf_for`. Without Java or pyspark the tests skip locally and FAIL in
-CI (``CI=true``): a missing prerequisite there is a broken build, not a pass.
+:func:`operators.query.job.spark_conf_for`. Without Java or pyspark the tests skip locally and FAIL
+in CI (``CI=true``): a missing prerequisite there is a broken build, not a pass.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from operators.job import spark_conf_for
+    from operators.query.job import spark_conf_for
 
     spec = load_spec("wordcount")
     builder = (
@@ -86,7 +86,7 @@ def run_available(
 ) -> Any:
     """Runs the job until it has read what had arrived when it started (trigger availableNow);
     a fresh checkpoint starts ``backlog_seconds`` into the trace. Returns the stopped query."""
-    from operators.job import build_query
+    from operators.query.job import build_query
 
     started = time.time() - backlog_seconds if run_started_at is None else run_started_at
     writer = build_query(spark, spec, run_started_at=started)

@@ -90,7 +90,7 @@ def test_trace_skew_column_changes_the_distribution_over_time(tmp_path):
 
 def test_progress_reports_the_trace_backlog(spark, tmp_path, load_spec, capped):
     """A capped query falls behind; the progress's latestOffset is the trace's arrivals."""
-    from operators.job import build_query
+    from operators.query.job import build_query
 
     spec = capped(load_spec("wordcount", tmp_path), 20_000)
     started = time.time() - 10  # 200k records waiting at 20k/s

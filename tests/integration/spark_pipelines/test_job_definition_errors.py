@@ -11,7 +11,7 @@ from tests.realcomponents import require_module
 
 require_module("pyspark")  # skips locally, fails in CI (tests/realcomponents.py)
 
-from operators.job import JobDefinitionError, build_query, validate_job  # noqa: E402
+from operators.query.job import JobDefinitionError, build_query, validate_job  # noqa: E402
 
 pytestmark = pytest.mark.spark
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"

@@ -136,7 +136,7 @@ def test_custom_operator_runs_in_the_pipeline(spark, tmp_path, load_spec, run_av
 
 def test_file_source_json_lines(spark, tmp_path, load_spec):
     from contracts.streamjob import StreamJobSpec
-    from operators.job import build_query
+    from operators.query.job import build_query
 
     incoming = tmp_path / "incoming"
     incoming.mkdir()

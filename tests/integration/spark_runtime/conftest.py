@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[3]
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Three 1-core workers: room for 1 -> 3 executors."""
     require_spark()
-    from operators.cluster import MiniCluster
+    from operators.query.cluster import MiniCluster
 
     logs = tmp_path_factory.mktemp("cluster")
     with MiniCluster(workers=3, cores_per_worker=1, memory_per_worker="1280m", log_dir=logs) as c:
@@ -44,7 +44,7 @@ def local_spark() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from operators.job import PROVIDER_KEY, ROCKSDB_PROVIDER
+    from operators.query.job import PROVIDER_KEY, ROCKSDB_PROVIDER
 
     spark = (SparkSession.builder.master("local[1]").appName("runtime-tests-verifier")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")

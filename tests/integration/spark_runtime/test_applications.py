@@ -171,7 +171,7 @@ def test_the_runner_exits_1_naming_the_scripts_line_and_keeps_the_checkpoint(clu
 
 def _starter(tmp_path: Path, text: str, **spec: Any) -> Any:
     from contracts.streamjob import StreamJob
-    from operators.application import ApplicationStarter
+    from operators.query.application import ApplicationStarter
 
     script = tmp_path / "user_job.py"
     script.write_text(text, encoding="utf-8")
@@ -197,7 +197,7 @@ RATE = "spark.readStream.format('rate').load()"
      "uses a continuous trigger"),
 ], ids=["raises", "batch-job", "batch-dataframe", "exits", "continuous"])
 def test_a_failing_script_is_named_by_file_and_line(tmp_path, local_spark, body, line, problem):
-    from operators.application import ApplicationError
+    from operators.query.application import ApplicationError
 
     starter = _starter(tmp_path, HEADER + body)
     with pytest.raises(ApplicationError) as err:
@@ -256,7 +256,7 @@ def test_the_scripts_own_checkpoint_with_batches_is_not_silently_replaced(tmp_pa
     starter = _starter(tmp_path, HEADER + (
         f"q = {RATE}.writeStream.format('noop').option('checkpointLocation', {str(own)!r})"
         ".start()\nq.awaitTermination()\n"))
-    from operators.application import ApplicationError
+    from operators.query.application import ApplicationError
 
     with pytest.raises(ApplicationError) as err:
         starter.start(local_spark)
@@ -281,7 +281,7 @@ def test_the_controller_reads_and_scales_an_unmodified_script_job(cluster, tmp_p
     from controller.core import Action
     from controller.local.loop import LocalController, PolicyFile
     from controller.local.processes import RunnerProcess
-    from operators.cluster import free_port
+    from operators.query.cluster import free_port
 
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump({
@@ -364,7 +364,7 @@ def as_batch(spark, options):
 def test_a_module_function_returns_a_dataframe_a_writer_or_a_query(
         tmp_path, local_spark, monkeypatch, function):
     from contracts.streamjob import StreamJob
-    from operators.application import ApplicationStarter
+    from operators.query.application import ApplicationStarter
 
     (tmp_path / "user_functions.py").write_text(MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -395,7 +395,7 @@ def test_a_module_function_returns_a_dataframe_a_writer_or_a_query(
 def test_a_module_function_that_cannot_run_is_named(tmp_path, local_spark, monkeypatch,
                                                     target, problem):
     from contracts.streamjob import StreamJob
-    from operators.application import ApplicationError, ApplicationStarter
+    from operators.query.application import ApplicationError, ApplicationStarter
 
     (tmp_path / "user_functions.py").write_text(MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -34,7 +34,7 @@ def test_a_binding_admission_cap_is_lifted_by_a_restart(cluster, tmp_path, local
     from controller.core import Reason
     from controller.local.loop import LocalController, PolicyFile
     from controller.local.processes import RunnerProcess
-    from operators.cluster import free_port
+    from operators.query.cluster import free_port
     from operators.verifier import verify
 
     job = write_job(tmp_path / "job", name="caplift", rate=RATE, partitions=2)

@@ -76,7 +76,7 @@ def restarted_with_cap(tmp_path: Path, start: Any) -> dict[int, int]:
 
 def test_our_pipeline_reads_a_pile_of_files_in_files_the_cap_allows(tmp_path, local_spark):
     from contracts.streamjob import StreamJob
-    from operators.application import PipelineStarter
+    from operators.query.application import PipelineStarter
 
     job = StreamJob.model_validate({
         "apiVersion": "stream-autoscaler.io/v1alpha1", "kind": "StreamJob",
@@ -99,7 +99,7 @@ def test_a_scripts_json_reader_reads_a_pile_of_files_in_files_the_cap_allows(
     """The user's ``readStream.schema(...).json(path)``, which never passes through
     ``load()``, gets ``maxFilesPerTrigger`` measured with the script's own reader."""
     from contracts.streamjob import StreamJob
-    from operators.application import ApplicationStarter
+    from operators.query.application import ApplicationStarter
 
     script, out = tmp_path / "user_job.py", tmp_path / "out"
     script.write_text(

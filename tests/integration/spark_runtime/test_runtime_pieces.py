@@ -20,9 +20,9 @@ from contracts.runner_api import (
     RunnerStatus,
 )
 from operators import state
-from operators.exporter import RunnerMetrics, stage_sample
-from operators.runner import ActionConflict
-from operators.session import ExecutorInfo, choose_victims
+from operators.driver.exporter import RunnerMetrics, stage_sample
+from operators.driver.runner import ActionConflict
+from operators.query.session import ExecutorInfo, choose_victims
 from operators.state.repartition import _Snapshot
 from operators.state.store import open_store
 
@@ -196,7 +196,7 @@ class StandInRunner:
 
 @pytest.fixture
 def endpoint():
-    from operators.control import ControlServer
+    from operators.driver.control import ControlServer
 
     server = ControlServer(StandInRunner(), token="s3cret").start()  # type: ignore[arg-type]
     yield f"http://127.0.0.1:{server.port}"
@@ -244,7 +244,7 @@ def test_control_contract(endpoint):
 
 
 def test_token_file_created_when_absent(tmp_path, monkeypatch):
-    from operators.control import load_token
+    from operators.driver.control import load_token
 
     monkeypatch.delenv("STREAM_AUTOSCALER_TOKEN", raising=False)
     path = tmp_path / "t" / "token"

@@ -32,7 +32,7 @@ ACTION = {
     "error": None, "duplicates": 1,
 }
 STATUS: dict[str, Any] = {
-    # JobRunner.status() as the runner has always sent it (operators/runner.py before the
+    # JobRunner.status() as the runner has always sent it (operators/driver/runner.py before the
     # contract): camelCase at the top, snake_case inside executors' list, rates, stages, actions
     "job": "wordcount", "phase": "Running", "queryId": "5b0c-query",
     "executors": {"live": 2, "target": 2, "cores": 1, "list": [

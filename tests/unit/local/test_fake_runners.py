@@ -1,5 +1,6 @@
 """The fake runners (operators/testing/fake_runner.py) over HTTP on loopback, with a fake clock: the
-control contract of operators/control.py, idempotent actions, and metrics the controller reads.
+control contract of operators/driver/control.py, idempotent actions, and metrics the controller
+reads.
 
 Run: ``.venv/bin/pytest tests/unit/local/test_fake_runners.py``.
 """

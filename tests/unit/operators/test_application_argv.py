@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from contracts.streamjob import StreamJob
-from operators.application import ApplicationStarter, _Run
+from operators.query.application import ApplicationStarter, _Run
 
 SCRIPT = """\
 import sys

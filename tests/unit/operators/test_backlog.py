@@ -8,11 +8,11 @@ import json
 import pytest
 
 from contracts.trace import parse_trace
+from operators.offsets import topic_offsets
 from operators.sources.backlog import backlog_from_progress
 from operators.sources.base import SourceBacklog
 from operators.sources.burst import BurstBacklogProbe
 from operators.sources.burst_clock import BurstClock
-from operators.sources.offsets import topic_offsets
 
 # 1000 records/s from t=0: at now=8 s, 8000 records arrived. A batch ending at offset 5000 leaves
 # 3000 waiting whatever Spark's latestOffset said when it planned the batch (Spark records it at

@@ -3,8 +3,8 @@
 The offsets log as Spark writes it (``offsets/<N>``: version line, metadata with
 ``batchTimestampMs``, one offset line per source; ``commits/<N>`` once the batch ends), read by
 :func:`operators.state.inflight.batch_in_flight`; the runner's exporter
-(:class:`operators.exporter.RunnerMetrics`) sets the ``batch_in_flight_*`` gauges from it; the
-scrape adapter and the PromQL adapter turn them into ``batch_in_flight_seconds`` /
+(:class:`operators.driver.exporter.RunnerMetrics`) sets the ``batch_in_flight_*`` gauges from it;
+the scrape adapter and the PromQL adapter turn them into ``batch_in_flight_seconds`` /
 ``batch_in_flight_rows``. No Spark runs (the real-Spark check is
 tests/integration/spark_runtime/test_runtime_pieces.py::test_a_slow_batch_shows_in_flight).
 """
@@ -21,8 +21,8 @@ from contracts import metric_names as M
 from controller.adapters.prometheus import PrometheusSource
 from controller.adapters.promql import SCALARS, Window
 from controller.adapters.scrape import ScrapeSource
-from operators.exporter import RunnerMetrics
-from operators.sources.offsets import planned_rows
+from operators.driver.exporter import RunnerMetrics
+from operators.offsets import planned_rows
 from operators.state.inflight import batch_in_flight
 
 T0 = 1_700_000_000.0

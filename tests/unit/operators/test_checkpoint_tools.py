@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from operators import cli
+from operators.driver import cli
 from operators.state import (
     CheckpointError,
     backup,

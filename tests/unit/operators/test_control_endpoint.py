@@ -2,7 +2,7 @@
 what is wrong, slow connections are cut at a whole-request deadline without holding a worker,
 /healthz and authenticated requests are answered under a flood, surplus work gets 503 at once,
 the token is compared as the controller sends it. The runner behind it is a stand-in (a seam we
-own: operators.control only calls phase, status(), find_action() and submit()); no Spark."""
+own: operators.driver.control only calls phase, status(), find_action() and submit()); no Spark."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from contracts.runner_api import ActionRecord, Phase, RunnerStatus
-from operators import control
-from operators.control import ControlServer, load_token
+from operators.driver import control
+from operators.driver.control import ControlServer, load_token
 
 TOKEN = "s3cret"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.sources.offsets import (
+from operators.offsets import (
     BurstOffset,
     burst_offset,
     offset_value,

@@ -114,7 +114,7 @@ def test_a_checkpoint_on_s3a_gets_sparks_object_store_checkpoint_manager() -> No
     """Spark's own manager for object stores (spark-hadoop-cloud) unless the job names one; a
     directory keeps Spark's default."""
     from contracts.streamjob import StreamJobSpec
-    from operators.job import (
+    from operators.query.job import (
         CHECKPOINT_MANAGER_KEY,
         OBJECT_STORE_CHECKPOINT_MANAGER,
         spark_conf_for,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from operators.session import LOOPBACK_ENV, session_env
+from operators.query.session import LOOPBACK_ENV, session_env
 
 
 def test_a_mini_cluster_driver_stays_on_loopback() -> None:

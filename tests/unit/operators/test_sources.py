@@ -114,10 +114,10 @@ def test_the_image_bakes_in_the_jars_the_resolver_fetches() -> None:
 
 
 def test_every_operators_error_has_the_one_base_and_keeps_its_builtin() -> None:
-    from operators.actions import ActionConflict
-    from operators.cluster import ClusterError
+    from operators.driver.actions import ActionConflict
     from operators.loadgen import LoadGenError
-    from operators.sinks import SinkError
+    from operators.query.cluster import ClusterError
+    from operators.query.sinks import SinkError
     from operators.state import CheckpointError, RepartitionError
 
     value_errors = [errors.JobDefinitionError, errors.SourceError, errors.BurstSourceError,
@@ -138,7 +138,7 @@ def test_the_arithmetic_imports_without_pyspark_or_pyarrow() -> None:
     code = (
         "import sys; sys.modules['pyspark'] = None; sys.modules['pyarrow'] = None\n"
         "import operators.sources, operators.sources.backlog, operators.sources.burst_clock\n"
-        "import operators.sources.offsets, operators.state.committed, operators.errors\n"
+        "import operators.offsets, operators.state.committed, operators.errors\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ Usage (the runner; :func:`starter_for` picks the kind from the manifest)::
 A script runs as ``__main__`` on a thread of the runner, with ``sys.argv = [script, *args]``,
 exactly as ``spark-submit script.py args`` would run it. It does not know about us; what makes
 it scalable is done around it, in this module and its wrappers
-(:mod:`operators.application_hooks`) only:
+(:mod:`operators.query.application_hooks`) only:
 
 * ``SparkSession.builder.getOrCreate()`` returns the runner's session (Spark's own rule: an
   active session is reused; the builder's master and static settings are ignored, its runtime
@@ -54,14 +54,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from contracts.streamjob import Application, StreamJob
-from operators.application_hooks import BOUND, install_hooks
 from operators.errors import OperatorsError, first_line
+from operators.query.application_hooks import BOUND, install_hooks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-log = structlog.get_logger("operators.application")
+log = structlog.get_logger("operators.query.application")
 
 START_TIMEOUT = 180.0
 """Seconds a script may take to reach its streaming ``start()`` (imports, reading reference
@@ -115,7 +115,7 @@ def starter_for(job: StreamJob) -> QueryStarter:
 
 
 class PipelineStarter:
-    """A job written as our YAML pipeline: :func:`operators.job.build_query`."""
+    """A job written as our YAML pipeline: :func:`operators.query.job.build_query`."""
 
     sink_needs_query = False
 
@@ -125,7 +125,7 @@ class PipelineStarter:
 
     def start(self, spark: SparkSession, *, once: bool = False,
               max_records_per_batch: int | None = None) -> StreamingQuery:
-        from operators.job import build_query
+        from operators.query.job import build_query
         from operators.sources import capped
 
         spec = self.job.spec
@@ -141,7 +141,7 @@ class PipelineStarter:
         return None
 
     def stateful_operators(self) -> list[str] | None:
-        from operators.job import stateful_operators
+        from operators.query.job import stateful_operators
 
         return stateful_operators(self.job.spec)
 
@@ -288,7 +288,7 @@ class ApplicationStarter:
                     raise ApplicationError(target, "returned a DataFrame but the job has no "
                                                    "spec.sink to write it to (or return "
                                                    "df.writeStream...)")
-                from operators.sinks import sink_writer
+                from operators.query.sinks import sink_writer
 
                 result = sink_writer(result, sink, query_name=self.job.metadata.name)
             if isinstance(result, DataStreamWriter):

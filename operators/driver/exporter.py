@@ -3,13 +3,14 @@
 Usage::
 
     metrics = RunnerMetrics(job="wordcount", stateful=["counts"])
-    spark.streams.addListener(ProgressListener(metrics, backlog=backlog_fn))  # operators.listener
+    # the listener: operators.driver.listener
+    spark.streams.addListener(ProgressListener(metrics, backlog=backlog_fn))
     poller = StagePoller(metrics, rest=pool.rest, query_id=lambda: query.id); poller.start()
     metrics.serve(port=9108)                       # GET /metrics
 
 Three sources, because none has everything (docs/spark-facts.md):
 
-* the ``StreamingQueryListener`` (:mod:`operators.listener`; ``onQueryProgress`` once per
+* the ``StreamingQueryListener`` (:mod:`operators.driver.listener`; ``onQueryProgress`` once per
   batch, ``onQueryIdle`` for a trigger without new data, on Spark's listener thread): rates,
   batch duration and its parts, state rows/bytes/memory/partitions per stateful operator,
   source offsets (hence the backlog), the last committed batch. It only parses JSON and sets

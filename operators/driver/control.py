@@ -43,10 +43,10 @@ from contracts.runner_api import (
     WireModel,
     parse_request,
 )
-from operators.actions import ActionConflict
+from operators.driver.actions import ActionConflict
 
 if TYPE_CHECKING:
-    from operators.runner import JobRunner
+    from operators.driver.runner import JobRunner
 
 _ANSWERED = object()
 """What :meth:`_Handler._body` returns once it has answered (413, 400)."""

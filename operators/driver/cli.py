@@ -103,10 +103,10 @@ def runner_main(argv: list[str]) -> int:
     except ManifestError as e:
         print("\n".join(e.problems), file=sys.stderr)
         return 2
-    from operators.application import ApplicationError
-    from operators.cluster import ClusterError, MiniCluster, free_port
-    from operators.control import ControlServer, load_token
-    from operators.runner import JobRunner, RunnerOptions
+    from operators.driver.control import ControlServer, load_token
+    from operators.driver.runner import JobRunner, RunnerOptions
+    from operators.query.application import ApplicationError
+    from operators.query.cluster import ClusterError, MiniCluster, free_port
     from operators.state import CheckpointError, RepartitionError
 
     spec, name = job.spec, job.metadata.name
@@ -285,7 +285,7 @@ def checkpoint_main(argv: list[str]) -> int:
 def _local_spark() -> Any:
     from pyspark.sql import SparkSession
 
-    from operators.job import PROVIDER_KEY, ROCKSDB_PROVIDER
+    from operators.query.job import PROVIDER_KEY, ROCKSDB_PROVIDER
 
     return (SparkSession.builder.master("local[2]").config(PROVIDER_KEY, ROCKSDB_PROVIDER)
             .config("spark.ui.enabled", "false").getOrCreate())

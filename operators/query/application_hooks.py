@@ -1,5 +1,5 @@
 """The wrappers that run the user's PySpark code unmodified under the runner
-(:mod:`operators.application` says what each does and why).
+(:mod:`operators.query.application` says what each does and why).
 
 :func:`install_hooks` wraps, once per process, ``DataStreamWriter``'s settings and ``start``,
 ``DataStreamReader``'s settings and ``load`` (the admission cap, :func:`cap_reader`) and
@@ -18,7 +18,7 @@ import structlog
 if TYPE_CHECKING:
     from contracts.streamjob import StreamJob
 
-log = structlog.get_logger("operators.application")
+log = structlog.get_logger("operators.query.application")
 
 
 class HookedRun(Protocol):
@@ -30,7 +30,7 @@ class HookedRun(Protocol):
 
 class HookedStarter(Protocol):
     """What the wrappers need of the starter running the user's code
-    (:class:`operators.application.ApplicationStarter` is one)."""
+    (:class:`operators.query.application.ApplicationStarter` is one)."""
 
     label: str
     job: StreamJob

@@ -16,7 +16,7 @@ Problems found before the query starts — a bad expression, an unknown column, 
 that does not import, an output mode the pipeline cannot have, an HDFS-backed state store, no
 checkpoint location — raise :class:`JobDefinitionError`, which names the operator and the problem.
 
-Operators and their output columns (built by :mod:`operators.pipeline`):
+Operators and their output columns (built by :mod:`operators.query.pipeline`):
 
 * ``parse``: the other columns plus the parsed fields (the text column is dropped);
 * ``filter``/``project``: ``filter(condition)`` / ``selectExpr(columns)``;
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from contracts.streamjob import AggregateOp, CustomOp, DeduplicateOp, JoinOp, StreamJobSpec
 from operators.errors import JobDefinitionError
-from operators.pipeline import ReadSource, aggregation_alias, apply_operator, wrap
+from operators.query.pipeline import ReadSource, aggregation_alias, apply_operator, wrap
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -136,7 +136,7 @@ def validate_job(
     result DataFrame. Raises :class:`JobDefinitionError`."""
     _check_checkpoint(spec)
     _check_state_store(spark, spec)
-    from operators.sinks import check_sink
+    from operators.query.sinks import check_sink
 
     wrap("sink", lambda: check_sink(spec.sink))
     df = build_dataframe(spark, spec, run_started_at=run_started_at)
@@ -157,7 +157,7 @@ def build_query(
     the checkpoint holds an offset, the run start comes from there, so replays are identical.
     """
     df = validate_job(spark, spec, run_started_at=run_started_at)
-    from operators.sinks import sink_writer
+    from operators.query.sinks import sink_writer
 
     keys = _key_columns(spec, df)
     writer = wrap(

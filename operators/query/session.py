@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts.streamjob import StreamJobSpec
-from operators.cluster import free_port, spark_env
+from operators.query.cluster import free_port, spark_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,7 +53,7 @@ class SessionOptions:
 
 def session_conf(spec: StreamJobSpec, options: SessionOptions) -> dict[str, str]:
     """Every Spark setting the runner sets, job settings included (later keys win)."""
-    from operators.job import spark_conf_for
+    from operators.query.job import spark_conf_for
 
     cores = spec.executors.cores
     ceiling = max(options.max_executors or 0, spec.executors.initial, 1)
@@ -113,12 +113,12 @@ def s3a_jars_for(spec: StreamJobSpec) -> list[str]:
 
 
 LOOPBACK_ENV = ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
-"""What :func:`operators.cluster.spark_env` sets to keep a mini-cluster on loopback."""
+"""What :func:`operators.query.cluster.spark_env` sets to keep a mini-cluster on loopback."""
 
 
 def session_env(master: str) -> dict[str, str]:
     """The environment the driver JVM starts with: Spark's and Python's variables from
-    :func:`operators.cluster.spark_env`. On Kubernetes (a driver pod) without the loopback
+    :func:`operators.query.cluster.spark_env`. On Kubernetes (a driver pod) without the loopback
     pins: the pod's address is the one executors and the controller reach, and pinning Spark
     to loopback made its UI (whose REST API the runner reads) listen on 127.0.0.1 only, behind
     a URL naming the driver's Service."""
@@ -234,7 +234,8 @@ class ExecutorPool:
         """Make the target ``n``; kill the surplus, least state first. Returns killed ids.
 
         ``state_weight`` maps executor id to how much state it holds (see
-        :func:`operators.exporter.state_weight_by_executor`); without it the newest executors go.
+        :func:`operators.driver.exporter.state_weight_by_executor`); without it the newest
+        executors go.
         """
         self.target = n
         live = self.live()

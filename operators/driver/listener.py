@@ -1,11 +1,11 @@
-"""Spark's streaming query listener, feeding :class:`operators.exporter.RunnerMetrics`.
+"""Spark's streaming query listener, feeding :class:`operators.driver.exporter.RunnerMetrics`.
 
 Usage (the runner, once per session)::
 
     spark.streams.addListener(ProgressListener(metrics, backlog_fn, poller, on_progress))
 
 It runs on Spark's listener thread: it only parses the event, sets gauges through the metrics
-and hands a batch id to the :class:`~operators.exporter.StagePoller`; any error is swallowed,
+and hands a batch id to the :class:`~operators.driver.exporter.StagePoller`; any error is swallowed,
 because a listener that raises must never break the query.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from operators.exporter import RunnerMetrics, StagePoller
+from operators.driver.exporter import RunnerMetrics, StagePoller
 from operators.sources.base import SourceBacklog
 
 

@@ -1,8 +1,8 @@
 """The runner's actions: accept one at a time (idempotent by id), run it in the background, and
 record how it went (:class:`contracts.runner_api.ActionRecord`).
 
-:class:`RunnerActions` is a part of :class:`operators.runner.JobRunner` (a mixin): it uses the
-runner's session, pool, query and phase, and adds ``submit``/``find_action`` and the three
+:class:`RunnerActions` is a part of :class:`operators.driver.runner.JobRunner` (a mixin): it
+uses the runner's session, pool, query and phase, and adds ``submit``/``find_action`` and the three
 actions of :class:`contracts.runner_api.ActionKind`:
 
 * ``executors``: reach an absolute executor count (kills the executors holding least state),
@@ -50,10 +50,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from operators.exporter import RunnerMetrics
-    from operators.session import ExecutorPool
+    from operators.driver.exporter import RunnerMetrics
+    from operators.query.session import ExecutorPool
 
-log = structlog.get_logger("operators.runner")
+log = structlog.get_logger("operators.driver.runner")
 
 
 @dataclass

@@ -11,7 +11,7 @@ Usage::
 
 Phases: :class:`contracts.runner_api.Phase`. One action runs at a time; another request
 meanwhile raises :class:`ActionConflict` (HTTP 409). The actions themselves (scale, the SEEP
-repartition, stop) are in :mod:`operators.actions`; here the lifecycle and the query.
+repartition, stop) are in :mod:`operators.driver.actions`; here the lifecycle and the query.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from contracts.runner_api import (
 )
 from contracts.streamjob import StreamJob
 from operators import state
-from operators.actions import ActionConflict, RunnerActions, RunnerOptions
-from operators.application import starter_for
+from operators.driver.actions import ActionConflict, RunnerActions, RunnerOptions
+from operators.driver.exporter import RunnerMetrics, StagePoller
+from operators.driver.listener import ProgressListener
 from operators.errors import first_line
-from operators.exporter import RunnerMetrics, StagePoller
-from operators.listener import ProgressListener
-from operators.session import ExecutorPool, SessionOptions, create_session
+from operators.query.application import starter_for
+from operators.query.session import ExecutorPool, SessionOptions, create_session
 from operators.sources import adapter_for
 from operators.sources.backlog import backlog_from_progress
 from operators.sources.base import SourceBacklog
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-log = structlog.get_logger("operators.runner")
+log = structlog.get_logger("operators.driver.runner")
 __all__ = ["ActionConflict", "ActionRecord", "JobRunner", "RunnerOptions"]
 
 
@@ -95,7 +95,7 @@ class JobRunner(RunnerActions):
 
     def start(self) -> None:
         """Check the checkpoint, create the session, settle executors, start the query."""
-        from operators.job import spark_conf_for
+        from operators.query.job import spark_conf_for
 
         loc = self.spec.checkpoint.location
         state.configure_object_store(spark_conf_for(self.spec))  # s3a://: the job's endpoint
@@ -122,7 +122,7 @@ class JobRunner(RunnerActions):
         self.spark.streams.addListener(
             ProgressListener(self.metrics, self._backlog, self._poller, self._on_progress))
         self.metrics.trigger.labels(self.name).set(self.spec.trigger.interval_seconds)
-        from operators.job import source_partitions
+        from operators.query.job import source_partitions
 
         parts = source_partitions(self.spec)
         if parts:

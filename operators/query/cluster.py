@@ -11,7 +11,7 @@ machine. Ports are picked free at start; readiness is the master's web UI JSON r
 worker ALIVE. ``stop()`` ends only the processes this object started, by PID.
 
 ``executor_cpus=0.25`` caps each worker, and so the executor it forks, at a quarter of a core
-(a CFS quota, :mod:`operators.cgroups`) — what a pod's CPU limit does — so that several
+(a CFS quota, :mod:`operators.query.cgroups`) — what a pod's CPU limit does — so that several
 executors share a small machine as pods share a node (what each added one delivers is measured
 in docs/benchmark.md, not assumed). The worker JVM starts
 uncapped and is moved into its group once ALIVE (it is idle after that); the executors start
@@ -36,8 +36,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from operators.cgroups import CpuQuota
 from operators.errors import OperatorsError
+from operators.query.cgroups import CpuQuota
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

@@ -3,7 +3,7 @@
 Every named operator is Spark SQL built-ins (no per-key Python state, ~300x slower here); a
 problem found while building one (a bad expression, an unknown column, a custom function that
 does not import) is a :class:`operators.errors.JobDefinitionError` naming the operator
-(:func:`wrap`). The job builder (:mod:`operators.job`) calls :func:`apply_operator` for each
+(:func:`wrap`). The job builder (:mod:`operators.query.job`) calls :func:`apply_operator` for each
 operator of a manifest's pipeline; the output columns are listed there.
 """
 
