@@ -8,8 +8,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 start=$SECONDS
 "$VENV/bin/ruff" check app contracts controller operators tests benchmarks examples
-"$VENV/bin/mypy" contracts controller/core controller/adapters controller/simulator controller/local \
-    controller/errors.py
+"$VENV/bin/mypy" contracts controller
 "$VENV/bin/lint-imports" --no-cache
 "$VENV/bin/python" -m contracts.crds --check
 echo "lint: ok in $((SECONDS - start)) s"

@@ -19,11 +19,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn, cast
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from controller.errors import ControllerError
 from controller.kube.informer import Lister
@@ -127,7 +128,7 @@ def owned_by(obj: Obj, uid: str) -> bool:
     return bool(uid) and any((r or {}).get("uid") == uid for r in refs)
 
 
-def _raise(e: ApiException) -> None:
+def _raise(e: ApiException) -> NoReturn:
     if e.status == 409:
         raise ApiConflict(f"{e.reason}") from e
     if e.status == 404:
@@ -189,10 +190,10 @@ class KubeApi:
             "status": status,
         }
         try:
-            out: Obj = self.custom.replace_namespaced_custom_object_status(
+            out = cast(Obj, self.custom.replace_namespaced_custom_object_status(
                 GROUP, VERSION, meta["namespace"], JOBS, meta["name"], body,
                 _request_timeout=REQUEST_TIMEOUT_SECONDS,
-            )
+            ))
         except ApiException as e:
             _raise(e)
         return out
@@ -204,10 +205,10 @@ class KubeApi:
         wanted = [f for f in current if f != FINALIZER] + ([FINALIZER] if present else [])
         patch = {"metadata": {"finalizers": wanted, "resourceVersion": meta["resourceVersion"]}}
         try:
-            out: Obj = self.custom.patch_namespaced_custom_object(
+            out = cast(Obj, self.custom.patch_namespaced_custom_object(
                 GROUP, VERSION, meta["namespace"], JOBS, meta["name"], patch,
                 _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT_SECONDS,
-            )
+            ))
         except ApiException as e:
             _raise(e)
         return out
@@ -231,7 +232,7 @@ class KubeApi:
         """An object a spec names (``PersistentVolumeClaim``, ``Secret`` or ``ConfigMap``): its
         metadata (labels, ownerReferences) and its keys (a Secret's or ConfigMap's data and
         binaryData; none for a claim), never its values. NotFound if it does not exist."""
-        read = {
+        read: Callable[..., Any] = {
             "PersistentVolumeClaim": self.core.read_namespaced_persistent_volume_claim,
             "Secret": self.core.read_namespaced_secret,
             "ConfigMap": self.core.read_namespaced_config_map,
@@ -257,7 +258,7 @@ class KubeApi:
         An existing object is adopted only when it carries ``body``'s owner (the StreamJob's
         uid in an ownerReference); else :class:`NotOwned` (a job named X must not take over a
         pod ``X-driver`` or a ConfigMap ``X-manifest`` someone else made)."""
-        create, read = {
+        calls: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
             "ConfigMap": (
                 self.core.create_namespaced_config_map, self.core.read_namespaced_config_map
             ),
@@ -268,7 +269,8 @@ class KubeApi:
                 self.networking.create_namespaced_network_policy,
                 self.networking.read_namespaced_network_policy,
             ),
-        }[kind]
+        }
+        create, read = calls[kind]
         try:
             created = create(namespace, body, _request_timeout=REQUEST_TIMEOUT_SECONDS)
         except ApiException as e:
@@ -321,7 +323,7 @@ class KubeApi:
         """A core/v1 Event on the StreamJob (``kubectl describe sj`` and ``get events``)."""
         meta = job["metadata"]
         now = dt.datetime.now(dt.UTC)
-        body = {
+        body: Any = {  # the client takes a dict for its CoreV1Event
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {

@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 from kubernetes import watch
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 log = structlog.get_logger("stream_autoscaler.informer")
 

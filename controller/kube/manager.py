@@ -99,7 +99,11 @@ class Manager:
             from controller.adapters.scrape import ScrapeSource
 
             url = target.metrics_url
-            cached = (url, ScrapeSource(lambda _job, url=url: url))
+
+            def metrics_url(_job: str, url: str = url) -> str:
+                return url
+
+            cached = (url, ScrapeSource(metrics_url))
             self._sources[key] = cached
         return cached[1]
 
@@ -213,7 +217,7 @@ class Manager:
 
 def _describe(e: Exception) -> str:
     """An API error as its status and the API server's message, not the whole HTTP dump."""
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 
     if isinstance(e, ApiException):
         import json

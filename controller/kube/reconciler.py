@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from contracts.manifests import error_lines
@@ -390,8 +390,8 @@ class Reconciler:
             log.warning("degraded_not_recorded", job=f"{key[0]}/{key[1]}", error=str(e))
 
     def _degraded(self, obj: Obj, draft: StatusDraft, e: Degraded) -> float:
-        was = next((c for c in draft.doc.get("conditions") or []
-                    if c.get("type") == "Degraded"), {})
+        was: Obj = next((c for c in draft.doc.get("conditions") or []
+                         if c.get("type") == "Degraded"), {})
         self._degraded_note(obj, draft, e.reason, e.message, event=False)
         self._write(obj, draft)  # first the status, so a 409 here does not repeat the Event
         if was.get("reason") != e.reason or was.get("status") != "True":

@@ -102,14 +102,14 @@ class StatusDraft:
                 execs["current"] = snap.executors
             if snap.target_executors is not None and "target" not in execs:
                 execs["target"] = snap.target_executors
-            for key, value in (
+            for key, figure in (
                 ("inputRate", snap.arrival_rate),
                 ("processedRate", snap.processed_rate),
                 ("lagSeconds", snap.backlog_age_seconds),
                 ("backlogRecords", snap.backlog_records),
             ):
-                if value is not None:
-                    self.doc[key] = _round(value)
+                if figure is not None:
+                    self.doc[key] = _round(figure)
             if snap.last_committed_batch is not None:
                 self.doc.setdefault("lastCommittedBatch", snap.last_committed_batch)
         self._executors(execs)

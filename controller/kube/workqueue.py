@@ -98,7 +98,7 @@ class WorkQueue:
             n = self._failures.get(key, 0)
             self._failures[key] = n + 1
             backoff = min(
-                self.settings.base_delay_seconds * (2**n), self.settings.max_delay_seconds
+                self.settings.base_delay_seconds * (2.0**n), self.settings.max_delay_seconds
             )
             now = self._clock()
             self._tokens = min(
