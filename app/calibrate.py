@@ -52,8 +52,11 @@ def _key(job: StreamJob, executor_cpus: float | None = None) -> str:
     import pyspark
 
     spec = job.spec
-    shape = {
-        "pipeline": [op.to_wire() for op in spec.pipeline],
+    if spec.source is None:
+        raise CalibrationError("calibration measures a declared pipeline (source, operators, "
+                               "sink); this job runs a script or a function")
+    shape: dict[str, object] = {
+        "pipeline": [op.to_wire() for op in spec.pipeline or []],
         "source": {
             k: v
             for k, v in spec.source.to_wire().items()
@@ -70,11 +73,16 @@ def _key(job: StreamJob, executor_cpus: float | None = None) -> str:
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _number(value: object) -> float:
+    """A stage figure as read from Spark's REST API (a number, or absent: 0)."""
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
 def true_rate(stages: list[dict[str, object]]) -> float | None:
     """Source records per second of busy task time over all stages of one batch: what one
     task slot processes when it is never idle (DS2's true rate; the engine's own yardstick)."""
-    rows = sum(float(s.get("rows") or 0) for s in stages if s.get("kind") == "source")  # type: ignore[arg-type]
-    busy = sum(float(s.get("busy_seconds") or 0) for s in stages)  # type: ignore[arg-type]
+    rows = sum(_number(s.get("rows")) for s in stages if s.get("kind") == "source")
+    busy = sum(_number(s.get("busy_seconds")) for s in stages)
     if rows <= 0 or busy <= 0:
         return None
     return rows / busy

@@ -32,8 +32,8 @@ from contracts.runner_api import ActionState, RunnerStatus
 from contracts.sources import BurstSource
 from contracts.trace import load_trace
 from controller.adapters.prometheus import PrometheusSource
-from controller.core import Action, Decision
-from controller.local.loop import Evaluation, LocalController, PolicyFile
+from controller.core import Action, Decision, Evaluation
+from controller.local.loop import LocalController, PolicyFile
 from controller.local.processes import RunnerProcess, executor_pids, kill_pid
 from controller.local.prometheus_server import PrometheusServer, free_port
 from operators.query.cgroups import CpuQuota, CpuQuotaError

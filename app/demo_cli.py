@@ -58,10 +58,10 @@ def run(args: argparse.Namespace) -> int:
     from app.demo import (
         DEFAULT_JOB,
         DEFAULT_TRACE,
-        DemoError,
         policy_for,
         run_demo,
     )
+    from app.errors import DemoError
     from contracts.manifests import ManifestError
     from contracts.trace import MAX_SECONDS
     from controller.local.prometheus_server import PrometheusNotFound
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--duration ({args.duration:g}) must be > 0 and at most {MAX_SECONDS:g} s"
             )
         cpus = executor_cpus(args.executor_cpu)
-        runs = [("engine", None)]
+        runs: list[tuple[str, int | None]] = [("engine", None)]
         if args.baseline == "static":
             runs += static_baselines(load_trace(str(trace)), args.duration)
         elif args.baseline:

@@ -52,7 +52,7 @@ def kubectl(env: dict[str, str], *args: str, input: str | None = None) -> str:
     return out.stdout
 
 
-def proc_sample(pid: int) -> tuple[float, float]:
+def proc_sample(pid: int) -> tuple[float, int]:
     """(CPU seconds so far, RSS bytes) of one process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     cpu = (int(fields[11]) + int(fields[12])) / TICKS
@@ -196,10 +196,11 @@ def release_jobs(kubeconfig: str) -> None:
     to stop their runners, and the simulated runners are gone), so the namespace can go."""
     from kubernetes import client, config
 
-    api = client.CustomObjectsApi(config.new_client_from_config(kubeconfig))
+    api = client.CustomObjectsApi(config.new_client_from_config(kubeconfig))  # type: ignore[no-untyped-call]
     try:
-        jobs = api.list_namespaced_custom_object(
-            "stream-autoscaler.io", "v1alpha1", NAMESPACE, "streamjobs")["items"]
+        listed: Any = api.list_namespaced_custom_object(
+            "stream-autoscaler.io", "v1alpha1", NAMESPACE, "streamjobs")
+        jobs = listed["items"]
     except client.ApiException as e:
         if e.status == 404:
             return

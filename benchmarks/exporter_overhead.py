@@ -51,7 +51,7 @@ def run(spark, spec, seconds: float, exporter: bool) -> float:  # type: ignore[n
         time.sleep(0.2)
     elapsed = time.monotonic() - (t0 or time.monotonic())
     q.stop()
-    if listener is not None:
+    if listener is not None and poller is not None:
         spark.streams.removeListener(listener)
         poller.stop()
         server[0].shutdown() if isinstance(server, tuple) else None

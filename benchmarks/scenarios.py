@@ -202,7 +202,9 @@ def markdown(rows: list[list[str]]) -> str:
 
 def plain(rows: list[list[str]]) -> str:
     widths = [max(len(x) for x in col) for col in zip(HEAD, *rows, strict=True)]
-    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))  # noqa: E731
+    def fmt(r: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
+
     return "\n".join([fmt(HEAD), *(fmt(r) for r in rows)])
 
 

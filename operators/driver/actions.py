@@ -48,7 +48,7 @@ from operators.errors import OperatorsError, first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from operators.driver.exporter import RunnerMetrics
     from operators.query.session import ExecutorPool

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from operators.driver.exporter import RunnerMetrics, StagePoller
 from operators.sources.base import SourceBacklog

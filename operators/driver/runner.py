@@ -47,7 +47,7 @@ from operators.state.inflight import batch_in_flight
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = structlog.get_logger("operators.driver.runner")
 __all__ = ["ActionConflict", "ActionRecord", "JobRunner", "RunnerOptions"]
@@ -279,7 +279,9 @@ class JobRunner(RunnerActions):
         once = self.starter.start(self.spark, once=True)
         if track:
             self.query = once
-        if not once.awaitTermination(self.options.first_commit_timeout):
+        # pyspark types the timeout int but sends int(timeout * 1000) ms to the JVM: a fraction
+        # of a second is kept (an int() here would make 0.5 s a 0 that pyspark refuses)
+        if not once.awaitTermination(self.options.first_commit_timeout):  # type: ignore[arg-type]
             once.stop()
             raise TimeoutError(f"{what} did not finish in {self.options.first_commit_timeout:g} s")
         if once.exception() is not None:

@@ -59,7 +59,7 @@ from operators.query.application_hooks import BOUND, install_hooks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = structlog.get_logger("operators.query.application")
 
@@ -268,7 +268,8 @@ class ApplicationStarter:
 
     def _call_module(self, spark: SparkSession, run: _Run) -> None:
         from pyspark.sql import DataFrame
-        from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+        from pyspark.sql.streaming.query import StreamingQuery
+        from pyspark.sql.streaming.readwriter import DataStreamWriter
 
         target = str(self.app.module)
         mod_name, func_name = target.split(":", 1)

@@ -60,7 +60,7 @@ def install_hooks() -> None:
         if _installed:
             return
         from pyspark.sql import SparkSession
-        from pyspark.sql.streaming import DataStreamReader, DataStreamWriter
+        from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
         def record_option(orig: Callable[..., Any]) -> Callable[..., Any]:
             def option(self: Any, key: str, value: Any) -> Any:

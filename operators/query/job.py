@@ -35,13 +35,14 @@ from typing import TYPE_CHECKING
 
 from contracts.streamjob import AggregateOp, CustomOp, DeduplicateOp, JoinOp, StreamJobSpec
 from operators.errors import JobDefinitionError
+from operators.jvm import jvm
 from operators.query.pipeline import ReadSource, aggregation_alias, apply_operator, wrap
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import DataStreamWriter
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-    from contracts.streamjob import Source
+    from contracts.streamjob import Sink, Source
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -101,7 +102,16 @@ def source_partitions(spec: StreamJobSpec) -> int | None:
 
 def output_mode(spec: StreamJobSpec) -> str:
     """The sink's output mode (``append``, ``update`` or ``complete``), as the manifest says."""
-    return spec.sink.output_mode
+    return declared_sink(spec).output_mode
+
+
+def declared_sink(spec: StreamJobSpec) -> Sink:
+    """The sink of a declared pipeline (the model gives every pipeline one; a job that runs a
+    script or a function has none, and nothing here builds it)."""
+    if spec.sink is None:
+        raise JobDefinitionError("sink", "this job declares no sink: it runs a script or a "
+                                 "function, not a declared pipeline")
+    return spec.sink
 
 
 # --- building ----------------------------------------------------------------------------------
@@ -123,8 +133,11 @@ def build_dataframe(
     if read is None:
         started = time.time() if run_started_at is None else run_started_at
         read = _stream_reader(spark, started)
+    if spec.source is None:
+        raise JobDefinitionError("source", "this job declares no source: it runs a script or "
+                                 "a function, not a declared pipeline")
     df = read(spec.source, "main")
-    for op in spec.pipeline:
+    for op in spec.pipeline or []:
         df = apply_operator(spark, df, op, read)
     return df
 
@@ -138,7 +151,8 @@ def validate_job(
     _check_state_store(spark, spec)
     from operators.query.sinks import check_sink
 
-    wrap("sink", lambda: check_sink(spec.sink))
+    sink = declared_sink(spec)
+    wrap("sink", lambda: check_sink(sink))
     df = build_dataframe(spark, spec, run_started_at=run_started_at)
     _check_output_mode(spark, df, spec)
     return df
@@ -160,8 +174,9 @@ def build_query(
     from operators.query.sinks import sink_writer
 
     keys = _key_columns(spec, df)
-    writer = wrap(
-        "sink", lambda: sink_writer(df, spec.sink, query_name=query_name, key_columns=keys)
+    sink = declared_sink(spec)
+    writer: DataStreamWriter = wrap(
+        "sink", lambda: sink_writer(df, sink, query_name=query_name, key_columns=keys)
     )
     writer = writer.option("checkpointLocation", spec.checkpoint.location)
     if query_name:
@@ -238,13 +253,14 @@ def _check_output_mode(spark: SparkSession, df: DataFrame, spec: StreamJobSpec) 
     """Spark's own check of the output mode against the plan, run before start()."""
     if not df.isStreaming:
         return
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    modes = jvm.org.apache.spark.sql.streaming.OutputMode
+    view = jvm(spark)
+    modes = view.org.apache.spark.sql.streaming.OutputMode
+    declared = declared_sink(spec).output_mode
     mode = {"append": modes.Append, "update": modes.Update, "complete": modes.Complete}[
-        spec.sink.output_mode
+        declared
     ]()
-    checker = jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
+    checker = view.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
     wrap(
-        f"output mode {spec.sink.output_mode!r}",
+        f"output mode {declared!r}",
         lambda: checker.checkForStreaming(df._jdf.queryExecution().analyzed(), mode),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from contracts.streamjob import (
     AggregateOp,
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from contracts.streamjob import Operator, Source
 
+T = TypeVar("T")
 _JOIN_HOW = {"inner": "inner", "leftOuter": "left_outer", "rightOuter": "right_outer"}
 
 ReadSource = Callable[["Source", str], "DataFrame"]
@@ -153,7 +154,7 @@ def load_function(spec: str, where: str = "custom") -> Callable[..., Any]:
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise JobDefinitionError(where, f"module {module_name!r} has no function {attr!r}")
-    return fn
+    return cast("Callable[..., Any]", fn)
 
 
 def _custom(df: DataFrame, op: CustomOp) -> DataFrame:
@@ -170,7 +171,7 @@ def _custom(df: DataFrame, op: CustomOp) -> DataFrame:
 
 
 
-def wrap(where: str, build: Callable[[], Any]) -> Any:
+def wrap(where: str, build: Callable[[], T]) -> T:
     """Runs ``build``; Spark's analysis and parse errors become JobDefinitionError(where)."""
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException

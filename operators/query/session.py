@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts.streamjob import StreamJobSpec
+from operators.jvm import jvm
 from operators.query.cluster import free_port, spark_env
 
 if TYPE_CHECKING:
@@ -168,8 +169,8 @@ class ExecutorPool:
         self.spark = spark
         self.cores = cores
         sc = spark.sparkContext
-        self._jsc = sc._jsc.sc()  # type: ignore[attr-defined]
-        self._jvm = sc._jvm  # type: ignore[attr-defined]
+        self._jsc = sc._jsc.sc()
+        self._jvm = jvm(spark)
         self.app_id = sc.applicationId
         self.ui_url = (sc.uiWebUrl or "").rstrip("/")
         self.target: int | None = None

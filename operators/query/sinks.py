@@ -30,7 +30,7 @@ from operators.errors import OperatorsError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import DataStreamWriter
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
     from pyspark.sql.types import StructType
 
 BATCH_DIR = re.compile(r"^batch_id=(\d+)$")

@@ -85,9 +85,9 @@ class BurstBacklogProbe:
 class BurstAdapter:
     """:class:`operators.sources.base.SourceAdapter` of :class:`BurstSource`."""
 
-    uses_kafka = False
-    cap_field = "max_records_per_batch"
-    cap_option = ("burst", "max_records_per_batch")
+    uses_kafka: bool = False
+    cap_field: str | None = "max_records_per_batch"
+    cap_option: tuple[str, str] | None = ("burst", "max_records_per_batch")
 
     def dataframe(
         self,

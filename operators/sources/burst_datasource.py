@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -67,15 +68,15 @@ class BurstStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         now = time.time() if self._until is None else self._until
         return self.params.clock().latest_offset(now, run_start_us / 1e6)
 
-    def _offset(self, n: int, run_start_us: int) -> dict:
+    def _offset(self, n: int, run_start_us: int) -> dict[str, Any]:
         return {"offset": int(n), "runStartUs": int(run_start_us), "stream": self.params.stream}
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         if self.run_start_us is None:
             self.run_start_us = round(time.time() * 1e6)
         return self._offset(0, self.run_start_us)
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         run_us = int(start["runStartUs"])
         self.run_start_us = run_us  # the checkpointed start wins over the option
         latest = max(int(start["offset"]), self._now_offset(run_us))
@@ -87,7 +88,7 @@ class BurstStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cap = self.params.max_records_per_batch
         return ReadMaxRows(cap) if cap else ReadAllAvailable()
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, Any] | None:
         if self.run_start_us is None:
             return None
         return self._offset(self._now_offset(self.run_start_us), self.run_start_us)
@@ -96,7 +97,7 @@ class BurstStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # The run start may still come from the checkpoint, so freeze the wall time, not an offset.
         self._until = time.time()
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return split(
             int(start["offset"]), int(end["offset"]), self.params.partitions, int(end["runStartUs"])
         )
@@ -105,7 +106,7 @@ class BurstStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, BurstPartition)
         return _read(self.params, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: records are recomputed from their offsets."""
 
 

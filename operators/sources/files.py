@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import structlog
@@ -65,7 +65,8 @@ def read_files(
             reader = reader.option("mode", "PERMISSIVE")
     if streaming and source.max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
-    return reader.load(paths if paths else source.path)
+    target: Any = paths if paths else source.path  # a batch reader takes a list of files
+    return reader.load(target)
 
 
 def _location(path: str) -> tuple[str, str, str]:
@@ -155,9 +156,10 @@ class FileAdapter:
     partitions, no backlog probe (a file source's offsets are log indexes, not records), no
     replay."""
 
-    uses_kafka = False
-    cap_field = "max_files_per_trigger"  # files: records_per_cap_unit turns records into files
-    cap_option = None
+    uses_kafka: bool = False
+    # in files: records_per_cap_unit turns the controller's records into files
+    cap_field: str | None = "max_files_per_trigger"
+    cap_option: tuple[str, str] | None = None
 
     def records_per_cap_unit(
         self, spark: SparkSession, source: FileSource, checkpoint: str

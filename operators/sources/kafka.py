@@ -282,9 +282,9 @@ class KafkaLagProbe:
 class KafkaAdapter:
     """:class:`operators.sources.base.SourceAdapter` of :class:`KafkaSource`."""
 
-    uses_kafka = True
-    cap_field = "max_offsets_per_trigger"
-    cap_option = ("kafka", "maxOffsetsPerTrigger")
+    uses_kafka: bool = True
+    cap_field: str | None = "max_offsets_per_trigger"
+    cap_option: tuple[str, str] | None = ("kafka", "maxOffsetsPerTrigger")
 
     def dataframe(
         self,

@@ -228,7 +228,8 @@ def _inspect(cp: CheckpointStore, loc: str, expected_job: str | None) -> Checkpo
     if last_commit is not None and last_commit not in offsets:
         raise CheckpointError(loc, "unparsable-offsets", f"commit {last_commit} has no offsets")
     _check_logs(cp, loc, offsets, commits)
-    partitions, provider, sources = None, None, []
+    partitions, provider = None, None
+    sources: list[Any] = []
     if last_offsets is not None:
         read_offsets(cp, last_offsets)  # an unparsable newest entry is corruption too
     if last_commit is not None:

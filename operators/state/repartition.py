@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from operators.errors import OperatorsError, first_line
+from operators.jvm import gateway, jvm
 from operators.state.checkpoint import CheckpointError, inspect, partitions_of, store_of
 from operators.state.rows import state_rows
 from operators.state.store import CheckpointStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 FAULT_ENV = "STREAM_AUTOSCALER_FAULT"
 _SMALL = 1 << 20  # metadata files are kilobytes; state data is never copied
@@ -74,7 +75,7 @@ def file_sink_path(query: StreamingQuery) -> str | None:
     """The output path of a query writing to Spark's file sink (``FileSink[path]``), else
     None (foreachBatch, Kafka, memory, console, ...)."""
     try:
-        desc = str(query._jsq.streamingQuery().sink().toString())  # type: ignore[attr-defined]
+        desc = str(query._jsq.streamingQuery().sink().toString())
     except Exception:  # not a micro-batch query, or a Spark without these accessors
         return None
     if desc.startswith("FileSink[") and desc.endswith("]"):
@@ -84,15 +85,15 @@ def file_sink_path(query: StreamingQuery) -> str | None:
 
 def _record_sink_batch(spark: SparkSession, sink_path: str, batch: int) -> None:
     """An empty ``_spark_metadata`` entry for ``batch`` (the repartition's), with Spark's log."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    sinks = jvm.org.apache.spark.sql.execution.streaming.sinks
-    log = sinks.FileStreamSinkLog(sinks.FileStreamSinkLog.VERSION(), spark._jsparkSession,  # type: ignore[attr-defined]
+    view = jvm(spark)
+    sinks = view.org.apache.spark.sql.execution.streaming.sinks
+    log = sinks.FileStreamSinkLog(sinks.FileStreamSinkLog.VERSION(), spark._jsparkSession,
                                   f"{sink_path.rstrip('/')}/_spark_metadata",
-                                  jvm.scala.Option.empty())
+                                  view.scala.Option.empty())
     latest = log.getLatestBatchId()
     if latest.isDefined() and int(latest.get()) >= batch:
         return  # already there (a retried repartition)
-    empty = spark._sc._gateway.new_array(sinks.SinkFileStatus, 0)  # type: ignore[attr-defined]
+    empty = gateway(spark).new_array(sinks.SinkFileStatus, 0)
     if not log.add(batch, empty):
         raise RuntimeError(f"the file sink's log {sink_path}/_spark_metadata refused batch {batch}")
 
@@ -126,7 +127,7 @@ def repartition(
         before = sum(state_rows(spark, location).values()) if check_rows else None
         step = "spark repartition"
         _fault("repartition-before-write")
-        manager = spark._streamingCheckpointManager  # type: ignore[attr-defined]
+        manager = spark._streamingCheckpointManager
         manager.repartition(location, partitions, enforce_exactly_once_sink=True)
         _fault("repartition-after-write")
         step = "verify partitions"

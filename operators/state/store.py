@@ -285,6 +285,6 @@ def _s3(location: str) -> FileSystem:
     if s.get("path.style.access", "").lower() == "false":
         kwargs["force_virtual_addressing"] = True
     try:
-        return S3FileSystem(**kwargs)  # type: ignore[arg-type]
+        return S3FileSystem(**kwargs)
     except (OSError, ValueError) as e:
         raise StoreError(location, "unreachable", str(e)) from None
