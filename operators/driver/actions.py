@@ -183,8 +183,8 @@ class RunnerActions:
             t0 = time.monotonic()
             live = self.pool.live()
             before = {e.id for e in live}
-            weights = {k: float(v) for k, v in (self.metrics.latest_values().get(
-                "stateful_tasks_by_executor") or {}).items()}
+            weights = {k: float(v) for k, v in
+                       self.metrics.latest().stateful_tasks_by_executor.items()}
             if len(live) > n and self.query is not None and self.query.isActive:
                 # Graceful scale-in: remove executors between batches, so no running task is
                 # lost with its executor (a killed executor fails its tasks; the retried tasks

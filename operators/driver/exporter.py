@@ -39,8 +39,8 @@ import queue
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client import (
@@ -62,18 +62,41 @@ BATCH_PARTS = ("addBatch", "commitOffsets", "getBatch", "latestOffset", "queryPl
                "walCommit", "triggerExecution")
 
 
+@dataclass(frozen=True)
+class LatestValues:
+    """The runner's latest figures as ``/status`` shows them: each None (stages: empty) until
+    the event that sets it has happened (a batch's progress, an idle trigger, the offsets log's
+    batch in flight, a stage poll)."""
+
+    batch: int | None = None
+    batch_duration_seconds: float | None = None
+    overhead_seconds: float | None = None
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+    arrival_rows_per_second: float | None = None
+    backlog_records: float | None = None
+    backlog_age_seconds: float | None = None
+    progress_at: float | None = None
+    """When the last progress event arrived (Unix s)."""
+    batch_in_flight: int | None = None
+    batch_in_flight_started_at: float | None = None
+    batch_in_flight_rows: float | None = None
+    stages_batch: int | None = None
+    """The batch whose stages were polled last; None: never polled."""
+    stages: tuple[StageSample, ...] = ()
+    stateful_tasks_by_executor: Mapping[str, int] = field(default_factory=dict)
 
 
 class RunnerMetrics:
     """The Prometheus registry of one runner (every metric of :mod:`contracts.metric_names`),
-    and the latest values for ``/status`` (:meth:`latest_values`)."""
+    and the latest values for ``/status`` (:meth:`latest`)."""
 
     def __init__(self, job: str, stateful: Sequence[str] | None = ()) -> None:
         self.job = job
         self.stateful = list(stateful or [])
         self._from_plan = stateful is None  # the user's own job: names from its plan
         self.registry = CollectorRegistry()
-        self._latest: dict[str, Any] = {}
+        self._latest = LatestValues()
         self._lock = threading.Lock()
         self._arrivals: tuple[float, float] | None = None
         self._input_rows: dict[int, float] = {}
@@ -239,7 +262,8 @@ class RunnerMetrics:
             self._input_rows[int(p.get("batchId", -1))] = rows
             while len(self._input_rows) > 64:
                 self._input_rows.pop(min(self._input_rows))
-            self._latest.update(
+            self._latest = replace(
+                self._latest,
                 batch=p.get("batchId"), batch_duration_seconds=total, overhead_seconds=overhead,
                 input_rows_per_second=p.get("inputRowsPerSecond"),
                 processed_rows_per_second=p.get("processedRowsPerSecond"),
@@ -267,8 +291,8 @@ class RunnerMetrics:
         self.backlog_age.labels(j).set(0.0)
         with self._lock:
             partitions = list(self._kafka_partitions)
-            self._latest.update(arrival_rows_per_second=0.0, backlog_records=0.0,
-                                backlog_age_seconds=0.0)
+            self._latest = replace(self._latest, arrival_rows_per_second=0.0,
+                                   backlog_records=0.0, backlog_age_seconds=0.0)
         for topic, part in partitions:
             self.kafka_behind.labels(j, topic, part).set(0.0)
             with contextlib.suppress(KeyError):
@@ -290,10 +314,10 @@ class RunnerMetrics:
             if batch is None or started_at is None:
                 batch = None
             self._in_flight = batch
-            self._latest.update(batch_in_flight=batch,
-                                batch_in_flight_started_at=started_at if batch is not None
-                                else None,
-                                batch_in_flight_rows=rows if batch is not None else None)
+            self._latest = replace(
+                self._latest, batch_in_flight=batch,
+                batch_in_flight_started_at=started_at if batch is not None else None,
+                batch_in_flight_rows=rows if batch is not None else None)
         if batch is None:
             self.in_flight_start.labels(j).set(0)
             for gauge in (self.in_flight_id, self.in_flight_rows):
@@ -342,15 +366,14 @@ class RunnerMetrics:
                     placement[ex] = placement.get(ex, 0) + n
             st.name = name
         with self._lock:
-            self._latest["stages_batch"] = batch
-            self._latest["stages"] = [s.to_dict() for s in stages]
-            self._latest["stateful_tasks_by_executor"] = placement
+            self._latest = replace(self._latest, stages_batch=batch,
+                                   stages=tuple(replace(s) for s in stages),
+                                   stateful_tasks_by_executor=dict(placement))
 
-    def latest_values(self) -> dict[str, Any]:
-        """A copy of the last batch's values for ``/status`` (rates, backlog, batch duration,
-        stages, stateful tasks by executor); a key is absent until its first batch."""
+    def latest(self) -> LatestValues:
+        """The latest figures for ``/status`` (an immutable snapshot)."""
         with self._lock:
-            return dict(self._latest)
+            return self._latest
 
 
 @dataclass

@@ -31,6 +31,7 @@ from contracts.runner_api import (
     Phase,
     Rates,
     RunnerStatus,
+    StageReport,
 )
 from contracts.streamjob import StreamJob
 from operators import state
@@ -206,7 +207,8 @@ class JobRunner(RunnerActions):
         if self.pool is not None and self.phase != Phase.STOPPED:
             with contextlib.suppress(Exception):
                 live = [ExecutorEntry.model_validate(e.__dict__) for e in self.pool.live()]
-        m = self.metrics.latest_values()
+        m = self.metrics.latest()
+        polled = m.stages_batch is not None
         return RunnerStatus(
             job=self.name, phase=self.phase, query_id=self.query_id,
             executors=Executors(live=len(live), target=self.pool.target if self.pool else None,
@@ -214,12 +216,13 @@ class JobRunner(RunnerActions):
             partitions=self.partitions,
             last_committed_batch=self.last_committed_batch,
             resumed_from_batch=self.resumed_from_batch,
-            rates=Rates.model_validate(m),
-            backlog=BacklogStatus(records=m.get("backlog_records"),
-                                  age_seconds=m.get("backlog_age_seconds")),
-            batch_duration_seconds=m.get("batch_duration_seconds"),
-            stages=m.get("stages"),
-            stateful_tasks_by_executor=m.get("stateful_tasks_by_executor"),
+            rates=Rates(arrival_rows_per_second=m.arrival_rows_per_second,
+                        input_rows_per_second=m.input_rows_per_second,
+                        processed_rows_per_second=m.processed_rows_per_second),
+            backlog=BacklogStatus(records=m.backlog_records, age_seconds=m.backlog_age_seconds),
+            batch_duration_seconds=m.batch_duration_seconds,
+            stages=[StageReport.model_validate(s.to_dict()) for s in m.stages] if polled else None,
+            stateful_tasks_by_executor=dict(m.stateful_tasks_by_executor) if polled else None,
             last_error=self.last_error,
             max_records_per_batch=self.max_records_per_batch,
             action=self.action, last_action=self.last_action,

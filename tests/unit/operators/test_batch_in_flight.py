@@ -97,7 +97,7 @@ def test_the_exporter_reports_the_batch_until_the_listener_sees_it_commit() -> N
     m.observe_in_flight(7, T0 - 95.0, 1.9e6)
     snap = source.snapshot("wc", Window(30), T0)
     assert (snap.batch_in_flight_seconds, snap.batch_in_flight_rows) == (95.0, 1.9e6)
-    assert m.latest_values()["batch_in_flight"] == 7
+    assert m.latest().batch_in_flight == 7
 
     m.observe_progress({"batchId": 7, "numInputRows": 1.9e6, "durationMs": {}}, None)
     text = _exposition(m)

@@ -1,0 +1,60 @@
+"""What ``/status`` reads from the exporter: one typed, immutable snapshot of the latest
+figures (``RunnerMetrics.latest``), each None until the event that sets it, and the runner's
+status models built from it field by field."""
+
+from __future__ import annotations
+
+from contracts.manifests import load_job
+from contracts.runner_api import BacklogStatus, Rates, StageReport
+from operators.driver.exporter import LatestValues, RunnerMetrics, StageSample
+from operators.driver.runner import JobRunner
+from operators.sources.base import SourceBacklog
+from tests.realcomponents import REPO
+
+
+def _stage(kind: str, executor: str) -> StageSample:
+    return StageSample(stage_id=1 if kind == "source" else 2, kind=kind, tasks=4, rows=0.0,
+                       busy_seconds=1.5, wall_seconds=0.8, max_task_seconds=0.4,
+                       median_task_seconds=0.3, tasks_by_executor={executor: 4})
+
+
+def test_nothing_is_known_before_the_first_batch() -> None:
+    assert RunnerMetrics("wc", ["counts"]).latest() == LatestValues()
+
+
+def test_each_event_sets_its_figures_and_an_earlier_snapshot_stays_as_it_was() -> None:
+    m = RunnerMetrics("wc", ["counts"])
+    m.observe_progress({"batchId": 3, "numInputRows": 6000, "inputRowsPerSecond": 2000.0,
+                        "processedRowsPerSecond": 3000.0, "durationMs": {"triggerExecution": 2000}},
+                       SourceBacklog(records=500.0, age_seconds=1.5))
+    after_batch = m.latest()
+    assert (after_batch.batch, after_batch.backlog_records, after_batch.backlog_age_seconds) == (
+        3, 500.0, 1.5)
+    assert after_batch.processed_rows_per_second == 3000.0
+    assert after_batch.stages_batch is None and after_batch.stages == ()
+
+    m.observe_stages(3, [_stage("source", "1"), _stage("stateful", "2")])
+    polled = m.latest()
+    assert polled.stages_batch == 3
+    assert [s.kind for s in polled.stages] == ["source", "stateful"]
+    assert polled.stages[0].rows == 6000.0  # the listener's exact count, not stage I/O
+    assert dict(polled.stateful_tasks_by_executor) == {"2": 4}
+
+    m.observe_idle()
+    idle = m.latest()
+    assert (idle.arrival_rows_per_second, idle.backlog_records, idle.backlog_age_seconds) == (
+        0.0, 0.0, 0.0)
+    assert after_batch.backlog_records == 500.0 and polled.stages_batch == 3  # unchanged
+
+    # the runner's /status, built from the snapshot field by field (no Spark runs)
+    runner = JobRunner(load_job(REPO / "k8s" / "samples" / "wordcount.yaml"))
+    runner.metrics = m
+    status = runner.status()
+    assert status.rates == Rates(arrival_rows_per_second=0.0, input_rows_per_second=2000.0,
+                                 processed_rows_per_second=3000.0)
+    assert status.backlog == BacklogStatus(records=0.0, age_seconds=0.0)
+    assert status.stages is not None and status.stages[1] == StageReport.model_validate(
+        idle.stages[1].to_dict())
+    assert status.stateful_tasks_by_executor == {"2": 4}
+    assert JobRunner(load_job(REPO / "k8s" / "samples" / "wordcount.yaml")).status().stages \
+        is None  # never polled: absent, not empty
