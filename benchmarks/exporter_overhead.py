@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def run(spark, spec, seconds: float, exporter: bool) -> float:  # type: ignore[no-untyped-def]
-    from operators.driver.exporter import RunnerMetrics, StagePoller
+    from operators.driver.exporter import RunnerMetrics
     from operators.driver.listener import ProgressListener
+    from operators.driver.stages import StagePoller
     from operators.query.job import build_query
     from operators.query.session import ExecutorPool
 

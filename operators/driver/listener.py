@@ -5,7 +5,7 @@ Usage (the runner, once per session)::
     spark.streams.addListener(ProgressListener(metrics, backlog_fn, poller, on_progress))
 
 It runs on Spark's listener thread: it only parses the event, sets gauges through the metrics
-and hands a batch id to the :class:`~operators.driver.exporter.StagePoller`; any error is swallowed,
+and hands a batch id to the :class:`~operators.driver.stages.StagePoller`; any error is swallowed,
 because a listener that raises must never break the query.
 """
 
@@ -18,7 +18,8 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from operators.driver.exporter import RunnerMetrics, StagePoller
+from operators.driver.exporter import RunnerMetrics
+from operators.driver.stages import StagePoller
 from operators.sources.base import SourceBacklog
 
 

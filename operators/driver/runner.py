@@ -36,8 +36,9 @@ from contracts.runner_api import (
 from contracts.streamjob import StreamJob
 from operators import state
 from operators.driver.actions import ActionConflict, RunnerActions, RunnerOptions
-from operators.driver.exporter import RunnerMetrics, StagePoller
+from operators.driver.exporter import RunnerMetrics
 from operators.driver.listener import ProgressListener
+from operators.driver.stages import StagePoller
 from operators.errors import first_line
 from operators.query.application import starter_for
 from operators.query.session import ExecutorPool, SessionOptions, create_session

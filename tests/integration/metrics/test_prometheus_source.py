@@ -26,7 +26,8 @@ JOB = "wordcount"
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[int]:
-    from operators.driver.exporter import RunnerMetrics, StageSample
+    from operators.driver.exporter import RunnerMetrics
+    from operators.driver.stages import StageSample
     from operators.sources.base import SourceBacklog
 
     m = RunnerMetrics(JOB, stateful=["counts"])

@@ -28,7 +28,8 @@ WINDOW = Window(window_seconds=10, arrival_seconds=5)
 
 @pytest.fixture(scope="module")
 def exporter_port() -> Iterator[int]:
-    from operators.driver.exporter import RunnerMetrics, StageSample
+    from operators.driver.exporter import RunnerMetrics
+    from operators.driver.stages import StageSample
     from operators.sources.base import SourceBacklog
 
     m = RunnerMetrics(JOB, stateful=["counts"])

@@ -20,8 +20,9 @@ from contracts.runner_api import (
     RunnerStatus,
 )
 from operators import state
-from operators.driver.exporter import RunnerMetrics, stage_sample
+from operators.driver.exporter import RunnerMetrics
 from operators.driver.runner import ActionConflict
+from operators.driver.stages import stage_sample
 from operators.query.session import ExecutorInfo, choose_victims
 from operators.state.repartition import _Snapshot
 from operators.state.store import open_store

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from contracts.manifests import load_job
 from contracts.runner_api import BacklogStatus, Rates, StageReport
-from operators.driver.exporter import LatestValues, RunnerMetrics, StageSample
+from operators.driver.exporter import LatestValues, RunnerMetrics
 from operators.driver.runner import JobRunner
+from operators.driver.stages import StageSample
 from operators.sources.base import SourceBacklog
 from tests.realcomponents import REPO
 
