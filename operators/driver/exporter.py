@@ -369,6 +369,11 @@ class RunnerMetrics:
                                    stages=tuple(replace(s) for s in stages),
                                    stateful_tasks_by_executor=dict(placement))
 
+    def observe_memory(self, used_ratio: float) -> None:
+        """The executors' storage memory in use, as a share of what they have (the stage
+        poller reads it from the REST API's executors)."""
+        self.memory_ratio.labels(self.job).set(used_ratio)
+
     def latest(self) -> LatestValues:
         """The latest figures for ``/status`` (an immutable snapshot)."""
         with self._lock:

@@ -15,10 +15,16 @@ import statistics
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from operators.driver.exporter import RunnerMetrics
+
+class StageObserver(Protocol):
+    """Where the poller's findings go (:class:`operators.driver.exporter.RunnerMetrics`): a
+    Protocol, so this module needs nothing of the exporter and the two form no import cycle."""
+
+    def observe_stages(self, batch: int, stages: list[StageSample]) -> None: ...
+
+    def observe_memory(self, used_ratio: float) -> None: ...
 
 
 @dataclass
@@ -68,7 +74,7 @@ def stage_sample(stage: dict[str, Any]) -> StageSample:
 class StagePoller(threading.Thread):
     """Reads each committed batch's stages from the driver UI REST API, off the query thread."""
 
-    def __init__(self, metrics: RunnerMetrics, rest: Callable[[str], Any],
+    def __init__(self, metrics: StageObserver, rest: Callable[[str], Any],
                  query_id: Callable[[], str | None]) -> None:
         super().__init__(name="stage-poller", daemon=True)
         self.metrics, self.rest, self.query_id = metrics, rest, query_id
@@ -119,7 +125,7 @@ class StagePoller(threading.Thread):
         available = sum(float(e.get("maxMemory") or 0) for e in execs)
         if available > 0:
             used = sum(float(e.get("memoryUsed") or 0) for e in execs)
-            self.metrics.memory_ratio.labels(self.metrics.job).set(used / available)
+            self.metrics.observe_memory(used / available)
 
 
 def _wall(stage: dict[str, Any]) -> float:
