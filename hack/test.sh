@@ -60,10 +60,19 @@ phase() { # name, pytest args...: one pytest, timed
   return "$rc"
 }
 
+# The lanes' JVMs (runners, standalone workers, verifiers, the broker) compile with C1 only and
+# collect with the serial collector. The lanes check correctness at any speed; their JVMs live
+# seconds to minutes, and what the C2 compiler and G1's threads cost there is throughput nothing
+# in a lane measures: a runner's start and stop took 64 CPU-s with the JVM's defaults and 41
+# with these (docs/benchmark.md, JIT in the lanes). Phase 3 judges capacity: the defaults.
+# Pods on the test bed's node do not inherit it (their environment is the pod spec's).
+LANE_JAVA_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 lane() { # name, pytest args...: one pytest in the background, its lines prefixed
   local name=$1
   shift
   (
+    export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:+$JAVA_TOOL_OPTIONS }$LANE_JAVA_OPTIONS"
     # the test bed's lane leaves the bed (and the broker) up for phase 3; release_unused stops
     # them at the end
     [[ $name == testbed ]] && export TESTBED_KEEP=1

@@ -83,9 +83,11 @@ class Runner:
     """A ``stream-autoscaler runner`` subprocess and an HTTP client for its endpoints."""
 
     def __init__(self, job: Path | list[str], master: str, workdir: Path,
-                 env: dict[str, str] | None = None, token: str = "test-token") -> None:
+                 env: dict[str, str] | None = None, token: str = "test-token",
+                 max_executors: int = 3) -> None:
         """``job``: a StreamJob manifest, or the runner's arguments for one (``--script F
-        --checkpoint D -- ARGS``, last on the command line)."""
+        --checkpoint D -- ARGS``, last on the command line). ``max_executors``: the runner's
+        ceiling (see :func:`start_runner`)."""
         self.job, self.workdir, self.token = job, workdir, token
         self.ready_file = workdir / f"ready-{time.monotonic_ns()}.json"
         self.log_path = workdir / f"runner-{time.monotonic_ns()}.log"
@@ -94,7 +96,7 @@ class Runner:
         what = ["--job", str(job)] if isinstance(job, Path) else list(job)
         cmd = [sys.executable, "-m", "app.cli", "runner",
                "--master", master, "--control-port", "0", "--metrics-port", "0",
-               "--max-executors", "3", "--token-file", str(token_file),
+               "--max-executors", str(max_executors), "--token-file", str(token_file),
                "--ready-file", str(self.ready_file), *what]
         full_env = {**os.environ, **(env or {})}
         full_env.pop("STREAM_AUTOSCALER_TOKEN", None)
@@ -181,11 +183,17 @@ class Runner:
 
 @pytest.fixture
 def start_runner(cluster: Any, tmp_path: Path) -> Iterator[Callable[..., Runner]]:
-    """Start runners on the shared cluster; every one left is killed at the end of the test."""
+    """Start runners on the shared cluster; every one left is killed at the end of the test.
+
+    ``max_executors`` is the runner's ceiling (``spark.cores.max``). Spark standalone starts
+    that many executors when the application registers, and the runner kills them down to the
+    job's initial count (operators/query/session.py, ``ExecutorPool.settle``): a runner that
+    will never scale out is started with 1, so it pays one executor JVM instead of three."""
     started: list[Runner] = []
 
-    def start(job: Path | list[str], env: dict[str, str] | None = None) -> Runner:
-        r = Runner(job, cluster.master_url, tmp_path, env)
+    def start(job: Path | list[str], env: dict[str, str] | None = None,
+              max_executors: int = 3) -> Runner:
+        r = Runner(job, cluster.master_url, tmp_path, env, max_executors=max_executors)
         started.append(r)
         return r.wait_ready()
 

@@ -39,7 +39,7 @@ def _killed_and_resumed(r: Any, start_runner: Any, job: list[str], batches: int)
     ``batches`` batches after the killed one's last, resumed from the checkpoint."""
     before = r.status()["lastCommittedBatch"]
     r.kill()
-    r2 = start_runner(job)
+    r2 = start_runner(job, max_executors=1)  # it never scales out
     st = _after(r2, before, batches)
     assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
     return r2
@@ -129,7 +129,7 @@ def test_an_unmodified_stream_stream_join_scales_repartitions_and_recovers_exact
     before = state.inspect(str(cp))
     assert before.uncommitted_batch is None and before.owner.get("fileSink"), before.owner
     at = job.index("--")
-    r = start_runner([*job[:at], "--state-partitions", "4", *job[at:]])
+    r = start_runner([*job[:at], "--state-partitions", "4", *job[at:]], max_executors=1)
     st = _after(r, before.last_committed_batch or 0, 3)
     assert st["partitions"] == 4, st
     started = next(line for line in r.log_path.read_text().splitlines()

@@ -135,7 +135,8 @@ def test_failed_repartition_rolls_back_and_killed_driver_recovers_with_more_part
     the controller restores with more capacity): the batch the killed driver left is finished
     at the old count, the state repartitioned, and every record counted once."""
     job = write_job(tmp_path / "job", partitions=4)
-    r = start_runner(job, env={"STREAM_AUTOSCALER_FAULT": "repartition-after-write"})
+    r = start_runner(job, env={"STREAM_AUTOSCALER_FAULT": "repartition-after-write"},
+                     max_executors=1)
     _batches_after(r, 0, 1)
     act = r.action("/repartition", {"partitions": 8})
     print("failed repartition", json.dumps(act["timings"]), act["result"], act["error"])
@@ -153,7 +154,7 @@ def test_failed_repartition_rolls_back_and_killed_driver_recovers_with_more_part
     t0 = time.monotonic()
     planned = max(state.checkpoint.batches(cp / "offsets"))  # the last the killed driver planned
     r2 = start_runner(["--job", str(job), "--state-partitions", "6",
-                       "--max-records-per-batch", str(CAP)])
+                       "--max-records-per-batch", str(CAP)], max_executors=1)
     st = _batches_after(r2, before, 3)
     print(f"recovered at 6 state partitions: kill -> {st['lastCommittedBatch'] - before} "
           f"batches in {time.monotonic() - t0:.1f} s, resumed from {st['resumedFromBatch']}")
@@ -185,7 +186,7 @@ def test_a_recovery_from_a_checkpoint_that_ends_on_a_commit_reads_its_pile_cappe
     no one-batch run at the old count first (``Trigger.Once`` would read the whole pile of the
     outage in one batch, past any cap): every batch it plans reads at most the cap."""
     job = write_job(tmp_path / "job", partitions=4)
-    r = start_runner(job)
+    r = start_runner(job, max_executors=1)
     _batches_after(r, 0, 1)
     assert r.stop() == 0
     cp = tmp_path / "job" / "cp"
@@ -193,7 +194,7 @@ def test_a_recovery_from_a_checkpoint_that_ends_on_a_commit_reads_its_pile_cappe
     assert ends.uncommitted_batch is None and ends.last_committed_batch is not None, ends
     time.sleep(5)  # the source keeps arriving at 2,000 records/s: a pile of several caps
     r2 = start_runner(["--job", str(job), "--state-partitions", "6",
-                       "--max-records-per-batch", str(CAP)])
+                       "--max-records-per-batch", str(CAP)], max_executors=1)
     st = _batches_after(r2, ends.last_committed_batch, 4)
     assert st["partitions"] == 6 and st["lastError"] is None, st
     # the cap the query started with, as the controller reads it (controller/core/caplift.py)
@@ -254,7 +255,8 @@ def test_a_repartition_whose_rollback_fails_leaves_the_query_stopped(start_runne
     in an unknown state. Now it stops in Failed and says what to do."""
     job = write_job(tmp_path / "job", partitions=4)
     r = start_runner(job, env={"STREAM_AUTOSCALER_FAULT":
-                               "repartition-after-write,repartition-rollback"})
+                               "repartition-after-write,repartition-rollback"},
+                     max_executors=1)
     _batches_after(r, 0, 1)
     act = r.action("/repartition", {"partitions": 8})
     assert act["state"] == "failed" and act["result"]["rolled_back"] is False
@@ -285,7 +287,7 @@ def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_
     def nothing_waits(s: dict[str, Any]) -> bool:
         return s["rates"]["arrival_rows_per_second"] == 0 and s["backlog"]["records"] == 0
 
-    r = start_runner(job)
+    r = start_runner(job, max_executors=1)
     # Every record read first: a batch planned before the trace's 4 s are over also leaves
     # nothing waiting (its backlog is what was there when it was planned), then the next batch
     # reads the rest -- a fast start-up made that the rule on a quiet machine.
@@ -296,7 +298,7 @@ def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_
     last = st["lastCommittedBatch"]
     assert r.stop() == 0
 
-    r2 = start_runner(job)  # resumed on the same checkpoint: nothing new to read
+    r2 = start_runner(job, max_executors=1)  # resumed on the same checkpoint: nothing new
     st = r2.wait(nothing_waits, 90, "arrival and backlog 0 after a restart with no new data")
     assert st["resumedFromBatch"] == last and st["lastCommittedBatch"] == last, st
     assert all(_metric(r2.metrics(), m) == 0 for m in waiting), r2.metrics()
