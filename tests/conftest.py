@@ -1,18 +1,27 @@
 """Suite-wide: a machine-speed probe before the first test, and each tier's wall time, the
-machine's CPU time over it and its budget, printed at the end of every run (tests/timing.py).
+machine's CPU time over it and its budget, and the CPU by process kind over the run, printed at
+the end of every run (tests/timing.py).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 import pytest
 
-from tests.timing import TierClock, machine_busy_seconds, probe_seconds, tier_of
+from tests.timing import ProcessCpu, TierClock, machine_busy_seconds, probe_seconds, tier_of
 
 _CLOCK = TierClock()
+_PROCESSES = ProcessCpu()
+_stop_sampling: Callable[[], None] | None = None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _stop_sampling
+    if _PROCESSES.proc.is_dir():
+        _stop_sampling = _PROCESSES.run_in_background()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -43,3 +52,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("time per tier")
     for line in _CLOCK.lines():
         terminalreporter.write_line(line)
+    if _stop_sampling is not None:
+        _stop_sampling()
+        terminalreporter.section("CPU by process over the run (the whole machine)")
+        for line in _PROCESSES.lines():
+            terminalreporter.write_line(line)

@@ -19,6 +19,8 @@ holds the arithmetic).
 from __future__ import annotations
 
 import os
+import re
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -52,6 +54,14 @@ phase that passes it."""
 
 SLOWEST_SHOWN = 25
 """How many of the slowest tests the summary lists with their CPU share."""
+
+PROCESS_SAMPLE_SECONDS = 2.0
+"""How often the process table is read for the CPU-by-process summary. A process that lives
+less than this between two reads is missed there (its CPU still counts in the tiers' machine
+totals)."""
+
+PROCESSES_SHOWN = 15
+"""How many process kinds the CPU-by-process summary lists."""
 
 PROBE_LOOPS = 4_000_000
 """The probe's work: a pure-Python loop (the interpreter's speed is what the controller, the
@@ -159,3 +169,152 @@ class TierClock:
             cpu_s, share = f"{'-':>8}", f"{'-':>5}"
         budget_s = f"{budget:7.0f}" if budget is not None else f"{'none':>7}"
         return f"{tier:30} {tests:5d} {wall:8.1f} {cpu_s} {share} {budget_s}"
+
+
+_VERSION_SUFFIX = re.compile(r"-v?\d[\w.]*$")
+_CLASSPATH_OPTIONS = {"-cp", "-classpath", "--class-path", "--module-path", "-p"}
+
+
+def process_label(argv: list[str], comm: str) -> str:
+    """What a process is, for the CPU-by-process summary.
+
+    A JVM is named by its main class (``java SparkSubmit``, ``java KubernetesExecutorBackend``,
+    ``java Kafka``), a Python by its module or script and first subcommand (``python -m
+    pytest``, ``python stream-autoscaler runner``), anything else by its binary without a version
+    suffix (``kube-apiserver``); a process without a command line is ``[kernel]``
+    (tests/unit/test_timing.py holds the table)."""
+    if not argv:
+        return "[kernel]"
+    exe = os.path.basename(argv[0])
+    if exe == "java" or exe.startswith("java"):
+        args = iter(argv[1:])
+        for arg in args:
+            if arg in _CLASSPATH_OPTIONS:
+                next(args, None)
+            elif arg == "-jar":
+                return f"java -jar {os.path.basename(next(args, ''))}"
+            elif not arg.startswith("-"):
+                return f"java {arg.rsplit('.', 1)[-1]}"
+        return "java"
+    if exe.startswith("python"):
+        rest = [a for a in argv[1:] if a not in ("-u", "-B", "-E", "-I", "-s", "-S")]
+        if not rest:
+            return "python"
+        if rest[0] in ("-m", "-c"):
+            what = f"{rest[0]} {rest[1]}" if rest[0] == "-m" and len(rest) > 1 else rest[0]
+            return f"python {what}"
+        script = os.path.basename(rest[0])
+        sub = rest[1] if len(rest) > 1 and not rest[1].startswith("-") and "/" not in rest[1] \
+            else ""
+        return f"python {script} {sub}".rstrip()
+    return _VERSION_SUFFIX.sub("", exe) or comm or "?"
+
+
+def _read_stat(path: Path) -> tuple[str, int, str] | None:
+    """(comm, utime + stime ticks, start time) of one /proc/<pid>/stat; None if it is gone."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    head, _, tail = text.rpartition(")")
+    fields = tail.split()
+    if len(fields) < 20:
+        return None
+    return head.partition("(")[2], int(fields[11]) + int(fields[12]), fields[19]
+
+
+@dataclass
+class _Seen:
+    comm: str
+    label: str
+    first: int
+    """CPU ticks when first read (0 for a process born during the run)"""
+    last: int
+
+
+@dataclass
+class ProcessCpu:
+    """CPU time by process kind over a run, from /proc read every
+    :data:`PROCESS_SAMPLE_SECONDS`: the whole machine (the test bed's servers, the pods' JVMs and,
+    in the lanes, the other lane's processes too), so it says which programs the tiers' CPU
+    went to. A process's CPU before the first read is not counted; one that ``exec``s (a shell
+    that becomes a JVM) is named by what it runs at its last read."""
+
+    proc: Path = Path("/proc")
+    tick: float = field(default_factory=lambda: 1 / os.sysconf("SC_CLK_TCK"))
+    seen: dict[tuple[str, str], _Seen] = field(default_factory=dict)
+    """by (pid, start time): a pid reused later is another process"""
+    started: bool = False
+
+    def sample(self) -> None:
+        first = not self.started
+        self.started = True
+        try:
+            pids = [p for p in os.listdir(self.proc) if p.isdigit()]
+        except OSError:
+            return
+        for pid in pids:
+            got = _read_stat(self.proc / pid / "stat")
+            if got is None:
+                continue
+            comm, ticks, start = got
+            row = self.seen.get((pid, start))
+            if row is None:
+                # a process born after the first read counts from its start
+                self.seen[(pid, start)] = _Seen(comm, self._label(pid, comm),
+                                                ticks if first else 0, ticks)
+                continue
+            if row.comm != comm:  # exec'd: name it by what it runs now
+                row.comm, row.label = comm, self._label(pid, comm)
+            row.last = ticks
+
+    def _label(self, pid: str, comm: str) -> str:
+        try:
+            raw = (self.proc / pid / "cmdline").read_bytes()
+        except OSError:
+            raw = b""
+        return process_label([a.decode(errors="replace") for a in raw.split(b"\0") if a], comm)
+
+    def totals(self) -> list[tuple[str, float, int]]:
+        """(label, CPU seconds, processes) by label, most CPU first."""
+        cpu: dict[str, float] = defaultdict(float)
+        count: dict[str, int] = defaultdict(int)
+        for row in self.seen.values():
+            used = (row.last - row.first) * self.tick
+            if used > 0:
+                cpu[row.label] += used
+                count[row.label] += 1
+        return sorted(((k, v, count[k]) for k, v in cpu.items()), key=lambda r: -r[1])
+
+    def lines(self, n: int = PROCESSES_SHOWN) -> list[str]:
+        rows = self.totals()
+        total = sum(v for _, v, _ in rows) or 1.0
+        out = [f"{'process':44} {'cpu s':>8} {'share':>6} {'count':>6}"]
+        for label, cpu, count in rows[:n]:
+            out.append(f"{label[:44]:44} {cpu:8.1f} {100 * cpu / total:5.0f}% {count:6d}")
+        rest = rows[n:]
+        if rest:
+            cpu = sum(v for _, v, _ in rest)
+            out.append(f"{f'{len(rest)} other kinds':44} {cpu:8.1f} {100 * cpu / total:5.0f}% "
+                       f"{sum(c for _, _, c in rest):6d}")
+        return out
+
+    def run_in_background(self, every: float = PROCESS_SAMPLE_SECONDS) -> Callable[[], None]:
+        """Read now and every ``every`` s in a daemon thread; returns what stops it (after a
+        last read)."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(every):
+                self.sample()
+
+        self.sample()
+        thread = threading.Thread(target=loop, name="process-cpu", daemon=True)
+        thread.start()
+
+        def halt() -> None:
+            stop.set()
+            thread.join(every + 5)
+            self.sample()
+
+        return halt

@@ -1,15 +1,20 @@
-"""The suite's time table: tiers named by folder, CPU share per tier, budgets named when passed."""
+"""The suite's time table: tiers named by folder, CPU share per tier, budgets named when passed,
+and the CPU by process kind."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.timing import (
     SUITE_BUDGET_SECONDS,
     TIER_BUDGET_SECONDS,
+    ProcessCpu,
     TierClock,
     machine_busy_seconds,
+    process_label,
     tier_of,
 )
 
@@ -62,3 +67,56 @@ def test_the_busy_counter_reads_all_but_idle_and_iowait(tmp_path: Path) -> None:
     stat.write_text("cpu  100 0 50 9000 500 0 0 50 0 0\ncpu0 1 2 3\n")
     assert machine_busy_seconds(stat) == 200 / os.sysconf("SC_CLK_TCK")
     assert sum(TIER_BUDGET_SECONDS.values()) == SUITE_BUDGET_SECONDS
+
+
+@pytest.mark.parametrize(("argv", "label"), [
+    (["/usr/bin/java", "-Xmx1g", "-cp", "/opt/spark/jars/*", "org.apache.spark.deploy.SparkSubmit",
+      "--conf", "x=y"], "java SparkSubmit"),
+    (["/opt/java/bin/java", "-Dspark.master=k8s://x", "-cp", "a:b",
+      "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend", "--driver-url", "u"],
+     "java KubernetesExecutorBackend"),
+    (["java", "-Xmx256m", "-classpath", "k/*", "kafka.Kafka", "server.properties"], "java Kafka"),
+    (["java", "-jar", "/x/y/app.jar"], "java -jar app.jar"),
+    (["/work/.venv/bin/python", "-m", "pytest", "-q", "tests/unit"], "python -m pytest"),
+    (["python3", "-c", "import sys"], "python -c"),
+    (["/opt/venv/bin/python", "/opt/venv/bin/stream-autoscaler", "runner", "--job", "j.yaml"],
+     "python stream-autoscaler runner"),
+    (["python3.11", "/tmp/tool.py", "--flag"], "python tool.py"),
+    (["/root/.cache/stream-autoscaler/bin/kube-apiserver-v1.37.1", "--etcd-servers=x"],
+     "kube-apiserver"),
+    (["/root/.cache/stream-autoscaler/bin/etcd-v3.7.3"], "etcd"),
+    (["/usr/bin/containerd", "--config", "c.toml"], "containerd"),
+    ([], "[kernel]"),
+])
+def test_a_process_is_named_by_what_it_runs(argv: list[str], label: str) -> None:
+    assert process_label(argv, "comm") == label
+
+
+def _stat(proc: Path, pid: int, comm: str, ticks: int, start: int, argv: list[str]) -> None:
+    d = proc / str(pid)
+    d.mkdir(parents=True, exist_ok=True)
+    # pid (comm) state ppid ... utime(14th) stime(15th) ... starttime(22nd)
+    fields = ["S", "1"] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 6 + [str(start), "0"]
+    (d / "stat").write_text(f"{pid} ({comm}) {' '.join(fields)}\n")
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+
+def test_cpu_by_process_counts_from_the_first_read_or_birth_and_follows_an_exec(
+        tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    sampler = ProcessCpu(proc=proc, tick=0.01)
+    _stat(proc, 10, "kube-apiserver", 500, 1, ["/bin/kube-apiserver-v1.37.1"])
+    _stat(proc, 20, "bash", 3, 7, ["/bin/bash", "spark-class"])
+    sampler.sample()  # the first read: what ran before it is not the run's
+    _stat(proc, 10, "kube-apiserver", 800, 1, ["/bin/kube-apiserver-v1.37.1"])
+    _stat(proc, 20, "java", 403, 7, ["java", "-cp", "x", "org.apache.spark.deploy.SparkSubmit"])
+    _stat(proc, 30, "java", 250, 9, ["java", "kafka.Kafka"])  # born during the run
+    sampler.sample()
+    (proc / "30" / "stat").unlink()  # gone: its last read still counts
+    _stat(proc, 20, "java", 603, 7, ["java", "-cp", "x", "org.apache.spark.deploy.SparkSubmit"])
+    sampler.sample()
+    totals = {label: round(cpu, 2) for label, cpu, _ in sampler.totals()}
+    assert totals == {"java SparkSubmit": 6.0, "kube-apiserver": 3.0, "java Kafka": 2.5}
+    lines = sampler.lines(n=2)
+    assert lines[1].split()[:3] == ["java", "SparkSubmit", "6.0"]
+    assert lines[-1].startswith("1 other kinds"), lines
