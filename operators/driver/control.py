@@ -104,7 +104,7 @@ class ControlServer:
     reads their request heads without a thread each; ``/healthz`` is answered there at once,
     every other request by a worker thread (at most :data:`MAX_CONNECTIONS`), each connection
     within :data:`REQUEST_DEADLINE_SECONDS` of its accept and closed after its answer
-    (tests/unit/operators/test_control_endpoint.py holds each bound)."""
+    (tests/unit/operators/driver/test_control_endpoint.py holds each bound)."""
 
     def __init__(self, runner: JobRunner, token: str, host: str = "127.0.0.1",
                  port: int = 0) -> None:

@@ -13,7 +13,7 @@ Usage::
     clock.backlog(processed, now, run_start)          # BurstBacklog(arrived, records, age)
     partition_ranges(0, 10_000, 4)                    # [(0, 2500), (2500, 5000), ...]
 
-No pyspark or pyarrow here: numpy and the trace contract only (tests/unit/operators).
+No pyspark or pyarrow here: numpy and the trace contract only (tests/unit/operators/sources).
 """
 
 from __future__ import annotations

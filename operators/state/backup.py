@@ -115,7 +115,7 @@ COPY_CHUNK_BYTES = 1 << 20
 def _copy_keeping_holes(src: str, dst: str) -> str:
     """``shutil.copy2`` that copies only a file's data extents (``SEEK_DATA``/``SEEK_HOLE``):
     a sparse file of 4 GiB with no data is copied in no time and takes no space, where a plain
-    copy wrote 4 GiB of zeros (tests/unit/operators/test_checkpoint_tools.py::
+    copy wrote 4 GiB of zeros (tests/unit/operators/state/test_checkpoint_tools.py::
     test_a_sparse_file_is_copied_as_holes). Files without holes copy as before."""
     with open(src, "rb") as fi, open(dst, "wb") as fo:
         fd, size = fi.fileno(), os.fstat(fi.fileno()).st_size

@@ -17,7 +17,7 @@ from operators.sources.base import SourceAdapter
 from operators.sources.burst import BurstBacklogProbe
 from operators.sources.kafka import SPARK_KAFKA_VERSION, KafkaLagProbe
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 BURST = BurstSource(trace="/nonexistent/trace.csv", partitions=6)
 FILES = FileSource(path="/tmp/in")
 KAFKA = KafkaSource(bootstrap_servers="127.0.0.1:9092", topic="t", min_partitions=3)
