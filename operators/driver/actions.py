@@ -1,9 +1,10 @@
 """The runner's actions: accept one at a time (idempotent by id), run it in the background, and
 record how it went (:class:`contracts.runner_api.ActionRecord`).
 
-:class:`RunnerActions` is a part of :class:`operators.driver.runner.JobRunner` (a mixin): it
-uses the runner's session, pool, query and phase, and adds ``submit``/``find_action`` and the three
-actions of :class:`contracts.runner_api.ActionKind`:
+:class:`Actions` belongs to :class:`operators.driver.runner.JobRunner` and reaches it only
+through :class:`RunnerHandle` (its session, pool, query and phase, and the steps an action is made
+of). It holds the running and recent actions, accepts ``submit``/``find_action`` and runs the
+three actions of :class:`contracts.runner_api.ActionKind`:
 
 * ``executors``: reach an absolute executor count (kills the executors holding least state),
   timing ``executors_live`` and ``first_task``; a scale-in stops the query at a batch boundary
@@ -24,7 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -85,10 +86,12 @@ class ActionConflict(OperatorsError, RuntimeError):
         self.action = action
 
 
-class RunnerActions:
-    """The action half of JobRunner (see the module docstring)."""
+class RunnerHandle(Protocol):
+    """What the actions use of the runner (:class:`operators.driver.runner.JobRunner`): its
+    session, executor pool, query, phase and checkpoint figures, which an action reads and
+    moves, and the steps it is made of (stop between batches, start the query, wait for a
+    commit). Everything else of the runner is out of the actions' reach."""
 
-    # what the runner provides
     name: str
     phase: Phase
     spark: SparkSession | None
@@ -99,14 +102,28 @@ class RunnerActions:
     resumed_from_batch: int | None
     last_error: str | None
     file_sink: str | None
+    max_records_per_batch: int | None
     metrics: RunnerMetrics
     options: RunnerOptions
     initial: int
     spec: StreamJobSpec
-    _lock: threading.RLock
-    _stopped: threading.Event
+    lock: threading.RLock
+    stopped: threading.Event
 
-    def _init_actions(self) -> None:
+    def set_phase(self, phase: Phase) -> None: ...
+    def publish_executors(self) -> None: ...
+    def stop_at_boundary(self, gap_wait: float = 2.0) -> None: ...
+    def stop_for_restart(self, gap_wait: float = 2.0) -> int | None: ...
+    def start_query(self) -> None: ...
+    def committed(self) -> int: ...
+    def wait_commit_after(self, batch: int) -> None: ...
+
+
+class Actions:
+    """The runner's actions (see the module docstring), given a narrow handle to the runner."""
+
+    def __init__(self, run: RunnerHandle) -> None:
+        self.run = run
         self.action: ActionRecord | None = None
         self.last_action: ActionRecord | None = None
         self.recent_actions: collections.deque[ActionRecord] = collections.deque(
@@ -118,13 +135,13 @@ class RunnerActions:
         With ``actionId``, the call is idempotent: an action already known by that id (running
         or among the last :data:`RECENT_ACTIONS`) is returned as it is, its ``duplicates``
         counted, and nothing starts again."""
-        with self._lock:
+        with self.run.lock:
             known = self.find_action(request.action_id)
             if known is not None:
                 known.duplicates += 1
                 return known
-            if not accepts(self.phase, request.kind, busy=self.action is not None):
-                raise ActionConflict(self.phase, self.action)
+            if not accepts(self.run.phase, request.kind, busy=self.action is not None):
+                raise ActionConflict(self.run.phase, self.action)
             self._validate(request)
             action = ActionRecord(kind=request.kind, params=request.model_dump(
                 exclude={"action_id"}))
@@ -138,18 +155,23 @@ class RunnerActions:
                          name=f"action-{request.kind}").start()
         return action
 
+    @property
+    def busy(self) -> bool:
+        """An action runs (read under the runner's lock)."""
+        return self.action is not None
+
     def find_action(self, action_id: str | None) -> ActionRecord | None:
         """The running or a recent action with this id."""
         return find_action(self.action, self.recent_actions, action_id)
 
     def max_executors(self) -> int:
         """The ceiling of ``executors`` targets."""
-        return max(self.options.max_executors or 0, self.initial)
+        return max(self.run.options.max_executors or 0, self.run.initial)
 
     def _validate(self, request: ActionRequest) -> None:
         if isinstance(request, ExecutorsRequest):
             request.within(self.max_executors())
-        if isinstance(request, RepartitionRequest) and self.last_committed_batch is None:
+        if isinstance(request, RepartitionRequest) and self.run.last_committed_batch is None:
             raise RequestError("partitions",
                                "partitions: no committed batch yet; nothing to repartition")
 
@@ -161,93 +183,94 @@ class RunnerActions:
         except Exception as e:
             outcome = ActionState.FAILED
             action.state, action.error = ActionState.FAILED, first_line(e)
-            self.last_error = f"{action.kind}: {action.error}"
+            self.run.last_error = f"{action.kind}: {action.error}"
             log.error("action failed", action=action.kind, error=action.error,
                       trace=traceback.format_exc(limit=3))
         finally:
             action.finished_at = time.time()
             action.timings["total"] = action.finished_at - action.started_at
-            self.metrics.actions.labels(self.name, str(action.kind), str(outcome)).inc()
+            metrics, name = self.run.metrics, self.run.name
+            metrics.actions.labels(name, str(action.kind), str(outcome)).inc()
             for step, secs in action.timings.items():
-                self.metrics.action_seconds.labels(self.name, str(action.kind), step).set(secs)
-            with self._lock:
+                metrics.action_seconds.labels(name, str(action.kind), step).set(secs)
+            with self.run.lock:
                 self.last_action, self.action = action, None
             log.info("action done", **{k: v for k, v in action.to_wire().items() if v})
 
     def _scale(self, action: ActionRecord) -> None:
-        assert self.pool is not None
+        assert self.run.pool is not None
         n = int(action.params["target"])
-        self._set_phase(Phase.SCALING)
+        self.run.set_phase(Phase.SCALING)
         paused = False
         try:
             t0 = time.monotonic()
-            live = self.pool.live()
+            live = self.run.pool.live()
             before = {e.id for e in live}
             weights = {k: float(v) for k, v in
-                       self.metrics.latest().stateful_tasks_by_executor.items()}
-            if len(live) > n and self.query is not None and self.query.isActive:
+                       self.run.metrics.latest().stateful_tasks_by_executor.items()}
+            if len(live) > n and self.run.query is not None and self.run.query.isActive:
                 # Graceful scale-in: remove executors between batches, so no running task is
                 # lost with its executor (a killed executor fails its tasks; the retried tasks
                 # are counted as failed and the batch takes longer). Stateful tasks load their
                 # state from the checkpoint on the executors that stay.
-                self._stop_at_boundary()
+                self.run.stop_at_boundary()
                 paused = True
                 action.timings["stop"] = time.monotonic() - t0
                 action.result["graceful"] = "batch-boundary"
-            killed = self.pool.set_target(n, weights)
+            killed = self.run.pool.set_target(n, weights)
             action.result["killed"] = killed
             if paused:
-                self._start_query()
+                self.run.start_query()
                 paused = False
                 action.timings["resumed"] = time.monotonic() - t0
-            if not self.pool.wait_for(n, self.options.scale_timeout):
-                raise TimeoutError(f"{self.pool.live_count()} executors live after "
-                                   f"{self.options.scale_timeout:.0f} s, target {n}")
+            if not self.run.pool.wait_for(n, self.run.options.scale_timeout):
+                raise TimeoutError(f"{self.run.pool.live_count()} executors live after "
+                                   f"{self.run.options.scale_timeout:.0f} s, target {n}")
             action.timings["executors_live"] = time.monotonic() - t0
-            added = [e.id for e in self.pool.live() if e.id not in before]
+            added = [e.id for e in self.run.pool.live() if e.id not in before]
             action.result["added"] = added
-            self._publish_executors()
+            self.run.publish_executors()
             if added:  # request -> a new executor runs a task
-                deadline = time.monotonic() + self.options.scale_timeout
+                deadline = time.monotonic() + self.run.options.scale_timeout
                 while time.monotonic() < deadline:
-                    if any(e.total_tasks > 0 for e in self.pool.live() if e.id in added):
+                    if any(e.total_tasks > 0 for e in self.run.pool.live() if e.id in added):
                         action.timings["first_task"] = time.monotonic() - t0
                         break
                     time.sleep(0.25)
         finally:
             if paused:  # the kill failed: resume on what is left rather than stay stopped
                 with contextlib.suppress(Exception):
-                    self._start_query()
-            self._set_phase(Phase.RUNNING)
+                    self.run.start_query()
+            self.run.set_phase(Phase.RUNNING)
 
     def _repartition(self, action: ActionRecord) -> None:
-        assert self.spark is not None
+        assert self.run.spark is not None
         n = int(action.params["partitions"])
-        self._set_phase(Phase.REPARTITIONING)
+        self.run.set_phase(Phase.REPARTITIONING)
         t0 = time.monotonic()
-        old = self.partitions
+        old = self.run.partitions
         resumed = False
         try:
             if n == old:  # a restart that only re-spreads state: Spark replays the batch in flight
-                replays = self._stop_for_restart()
+                replays = self.run.stop_for_restart()
                 if replays is not None:
                     action.result["replays_batch"] = replays
             else:  # the rewrite needs a checkpoint that ends on a committed batch
-                self._stop_at_boundary()
+                self.run.stop_at_boundary()
             action.timings["stop"] = time.monotonic() - t0
-            action.result["batch"] = self.last_committed_batch
+            action.result["batch"] = self.run.last_committed_batch
             if n != old:
                 try:
-                    res = state.repartition(self.spark, self.spec.checkpoint.location, n,
-                                            file_sink=self.file_sink)
-                    self.partitions = n
+                    res = state.repartition(self.run.spark, self.run.spec.checkpoint.location, n,
+                                            file_sink=self.run.file_sink)
+                    self.run.partitions = n
                     action.result.update(rows_before=res.rows_before, rows_after=res.rows_after,
                                          repartition_batch=res.batch)
                 except state.RepartitionError as e:
                     action.result["rolled_back"] = e.rolled_back
                     if not e.rolled_back:  # the checkpoint is in an unknown state: starting a
                         # query on it could lose or double state. Stop here and say so.
-                        self._set_phase(Phase.FAILED)
+                        self.run.set_phase(Phase.FAILED)
                         raise RuntimeError(
                             f"{e}; the query is NOT restarted: inspect the checkpoint "
                             "(stream-autoscaler checkpoint inspect) or restore it from a backup "
@@ -255,47 +278,34 @@ class RunnerActions:
                     raise
                 finally:
                     action.timings["repartition"] = time.monotonic() - t0
-            from_batch = self._committed()
+            from_batch = self.run.committed()
             # the resumed query's source rate limit (absent: the job's own)
-            self.max_records_per_batch = action.params.get("max_records_per_batch")
-            self._start_query()
+            self.run.max_records_per_batch = action.params.get("max_records_per_batch")
+            self.run.start_query()
             resumed = True
             # request -> running again: what the engine's next restart estimate learns from
             action.timings["resumed"] = time.monotonic() - t0
-            self.metrics.last_restart.labels(self.name).set(action.timings["resumed"])
-            self.resumed_from_batch = from_batch  # the checkpoint batch the query resumed from
-            self._wait_commit_after(from_batch)
+            self.run.metrics.last_restart.labels(self.run.name).set(action.timings["resumed"])
+            self.run.resumed_from_batch = from_batch  # the checkpoint batch the query resumed from
+            self.run.wait_commit_after(from_batch)
             action.timings["first_commit"] = time.monotonic() - t0
-            self.metrics.state_partitions.labels(self.name).set(self.partitions or 0)
-            action.result["partitions"] = self.partitions
+            self.run.metrics.state_partitions.labels(self.run.name).set(self.run.partitions or 0)
+            action.result["partitions"] = self.run.partitions
         finally:
-            if not resumed and self.phase != Phase.FAILED:
+            if not resumed and self.run.phase != Phase.FAILED:
                 # Rolled back (or failed before the repartition): resume on the old count.
                 with contextlib.suppress(Exception):
-                    self._start_query()
-            if self.query is not None and self.query.isActive:
-                self._set_phase(Phase.RUNNING)
+                    self.run.start_query()
+            if self.run.query is not None and self.run.query.isActive:
+                self.run.set_phase(Phase.RUNNING)
             else:  # could not resume even on the old count: say so, do not pretend to run
-                self._set_phase(Phase.FAILED)
+                self.run.set_phase(Phase.FAILED)
 
     def _stop_action(self, action: ActionRecord) -> None:
-        self._set_phase(Phase.STOPPING)
+        self.run.set_phase(Phase.STOPPING)
         t0 = time.monotonic()
-        if self.query is not None and self.query.isActive:
-            self._stop_at_boundary()
+        if self.run.query is not None and self.run.query.isActive:
+            self.run.stop_at_boundary()
         action.timings["stop"] = time.monotonic() - t0
-        self._set_phase(Phase.STOPPED)
-        self._stopped.set()
-
-    if TYPE_CHECKING:  # provided by JobRunner
-
-        def _set_phase(self, phase: Phase) -> None: ...
-        def _publish_executors(self) -> None: ...
-        def _stop_at_boundary(self, gap_wait: float = 2.0) -> None: ...
-        def _stop_for_restart(self, gap_wait: float = 2.0) -> int | None: ...
-        def _start_query(self) -> None: ...
-        def _committed(self) -> int: ...
-        def _wait_commit_after(self, batch: int) -> None: ...
-
-        max_records_per_batch: int | None
-
+        self.run.set_phase(Phase.STOPPED)
+        self.run.stopped.set()

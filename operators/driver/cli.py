@@ -162,7 +162,7 @@ def runner_main(argv: list[str]) -> int:
             tmp.replace(args.ready_file)
         print(f"runner ready: {json.dumps(ready)}", file=sys.stderr, flush=True)
         while not runner.wait_stopped(0.5):
-            if stop_requested.is_set() and runner.action is None:
+            if stop_requested.is_set() and not runner.actions.busy:
                 try:
                     runner.submit(StopRequest())
                 except Exception:  # not Running nor Failed: shut down as is

@@ -25,6 +25,7 @@ import structlog
 
 from contracts.runner_api import (
     ActionRecord,
+    ActionRequest,
     BacklogStatus,
     ExecutorEntry,
     Executors,
@@ -35,7 +36,7 @@ from contracts.runner_api import (
 )
 from contracts.streamjob import StreamJob
 from operators import state
-from operators.driver.actions import ActionConflict, RunnerActions, RunnerOptions
+from operators.driver.actions import ActionConflict, Actions, RunnerOptions
 from operators.driver.exporter import RunnerMetrics
 from operators.driver.listener import ProgressListener
 from operators.driver.stages import StagePoller
@@ -55,8 +56,9 @@ log = structlog.get_logger("operators.driver.runner")
 __all__ = ["ActionConflict", "ActionRecord", "JobRunner", "RunnerOptions"]
 
 
-class JobRunner(RunnerActions):
-    """Runs one StreamJob's query; the control endpoint and the CLI drive it."""
+class JobRunner:
+    """Runs one StreamJob's query; the control endpoint and the CLI drive it. Its actions are
+    an :class:`operators.driver.actions.Actions` holding it as a ``RunnerHandle``."""
 
     def __init__(self, job: StreamJob, options: RunnerOptions | None = None) -> None:
         self.job = job
@@ -81,9 +83,9 @@ class JobRunner(RunnerActions):
         self.max_records_per_batch = self.options.max_records_per_batch
         """The controller's admission cap for the running query (None: the job's own); a
         repartition sets the next query's."""
-        self._init_actions()
-        self._lock = threading.RLock()
-        self._stopped = threading.Event()
+        self.lock = threading.RLock()
+        self.actions = Actions(self)
+        self.stopped = threading.Event()
         self._progress = threading.Condition()
         self.starter = starter_for(job)  # our pipeline, or the user's script or function
         self.metrics = RunnerMetrics(self.name, self.starter.stateful_operators())
@@ -118,7 +120,7 @@ class JobRunner(RunnerActions):
                                       app_name=f"stream-autoscaler:{self.name}"))
         self.pool = ExecutorPool(self.spark, self.spec.executors.cores)
         self.pool.settle(self.initial)
-        self._publish_executors()
+        self.publish_executors()
         self._poller = StagePoller(self.metrics, self.pool.rest, lambda: self.query_id)
         self._poller.start()
         self.spark.streams.addListener(
@@ -133,10 +135,10 @@ class JobRunner(RunnerActions):
         if want is not None and info.last_committed_batch is not None and want != self.partitions:
             self._repartition_at_start(want)
         self.metrics.state_partitions.labels(self.name).set(self.partitions)
-        self._start_query()
+        self.start_query()
         state.write_owner(loc, self.name, self.query_id or "", self.file_sink)
         threading.Thread(target=self._watch, name="query-watch", daemon=True).start()
-        self._set_phase(Phase.RUNNING)
+        self.set_phase(Phase.RUNNING)
 
     def _repartition_at_start(self, n: int) -> None:
         """Resume at ``n`` state partitions: how a recovery restores with more capacity
@@ -181,14 +183,24 @@ class JobRunner(RunnerActions):
                  rows_before=res.rows_before, rows_after=res.rows_after, one_batch_run=ran_once,
                  seconds=round(time.monotonic() - t0, 1))
 
+    def submit(self, request: ActionRequest) -> ActionRecord:
+        """Start an action (:meth:`operators.driver.actions.Actions.submit`)."""
+        return self.actions.submit(request)
+
+    def find_action(self, action_id: str | None) -> ActionRecord | None:
+        return self.actions.find_action(action_id)
+
+    def max_executors(self) -> int:
+        return self.actions.max_executors()
+
     def wait_stopped(self, timeout: float | None = None) -> bool:
-        return self._stopped.wait(timeout)
+        return self.stopped.wait(timeout)
 
     def shutdown(self) -> None:
         """Stop everything this runner started (query, poller, session). Idempotent."""
         if self.query is not None and self.query.isActive:
             with contextlib.suppress(Exception):
-                self._stop_at_boundary()
+                self.stop_at_boundary()
         if self._poller is not None:
             self._poller.stop()
         if self.spark is not None:
@@ -199,8 +211,8 @@ class JobRunner(RunnerActions):
             self._lock_file.release()
             self._lock_file = None
         if self.phase != Phase.FAILED:
-            self._set_phase(Phase.STOPPED)
-        self._stopped.set()
+            self.set_phase(Phase.STOPPED)
+        self.stopped.set()
 
     def status(self) -> RunnerStatus:
         """What /status shows."""
@@ -226,13 +238,13 @@ class JobRunner(RunnerActions):
             stateful_tasks_by_executor=dict(m.stateful_tasks_by_executor) if polled else None,
             last_error=self.last_error,
             max_records_per_batch=self.max_records_per_batch,
-            action=self.action, last_action=self.last_action,
-            recent_actions=list(self.recent_actions),
+            action=self.actions.action, last_action=self.actions.last_action,
+            recent_actions=list(self.actions.recent_actions),
         )
 
     # --- the query --------------------------------------------------------------------------
 
-    def _start_query(self) -> None:
+    def start_query(self) -> None:
         assert self.spark is not None
         self._query_started_at = time.time()
         self.query = self.starter.start(self.spark,
@@ -241,7 +253,7 @@ class JobRunner(RunnerActions):
         self.query_id = str(self.query.id)
         self.file_sink = state.file_sink_path(self.query)  # a repartition logs its batch there
 
-    def _stop_at_boundary(self, gap_wait: float = 2.0) -> None:
+    def stop_at_boundary(self, gap_wait: float = 2.0) -> None:
         """Stop between batches, so the checkpoint ends on a committed batch.
 
         First look for a gap between triggers (``isTriggerActive`` False) for ``gap_wait`` s.
@@ -292,11 +304,11 @@ class JobRunner(RunnerActions):
             raise RuntimeError(f"{what} failed: {first_line(once.exception() or '')}")
         return once
 
-    def _stop_for_restart(self, gap_wait: float = 2.0) -> int | None:
+    def stop_for_restart(self, gap_wait: float = 2.0) -> int | None:
         """Stop for a restart on the same checkpoint layout (same state partitions); the batch
         the stop caught in flight, if any, which the next query replays.
 
-        Like :meth:`_stop_at_boundary` it first looks for a gap between triggers, but a batch
+        Like :meth:`stop_at_boundary` it first looks for a gap between triggers, but a batch
         caught in flight is left to the next query: a restarted query replays the planned
         batch from the offsets log (Spark's own recovery, the one a failure takes) on the
         capacity the restart is for. Draining it first would run it on the old layout — under
@@ -311,14 +323,14 @@ class JobRunner(RunnerActions):
                      batch=info.uncommitted_batch)
         return info.uncommitted_batch
 
-    def _committed(self) -> int:
+    def committed(self) -> int:
         with self._progress:
             return -1 if self.last_committed_batch is None else self.last_committed_batch
 
-    def _wait_commit_after(self, batch: int) -> None:
+    def wait_commit_after(self, batch: int) -> None:
         deadline = time.monotonic() + self.options.first_commit_timeout
         with self._progress:
-            while self._committed() <= batch:
+            while self.committed() <= batch:
                 q = self.query
                 if q is not None and not q.isActive:
                     raise RuntimeError(f"query stopped: {first_line(q.exception() or '')}")
@@ -334,34 +346,34 @@ class JobRunner(RunnerActions):
                 if op.get("numShufflePartitions"):
                     self.partitions = int(op["numShufflePartitions"])
             self._progress.notify_all()
-        self._publish_executors()
+        self.publish_executors()
 
     def _watch(self) -> None:
         """A query that dies outside an action makes the runner Failed, with the error."""
         ticks = 0
-        while not self._stopped.is_set():
+        while not self.stopped.is_set():
             time.sleep(1.0)
             ticks += 1
             self._publish_in_flight()
             if ticks % 5 == 0:  # keep the executor gauges fresh when no batch completes
-                self._publish_executors()
+                self.publish_executors()
             q = self.query
-            with self._lock:
-                busy = self.action is not None
+            with self.lock:
+                busy = self.actions.busy
             if busy or self.phase != Phase.RUNNING or q is None:
                 continue
             failure = self.starter.failure()  # the user's code failed after its query started
             if failure is not None:
                 with contextlib.suppress(Exception):
                     if q.isActive:
-                        self._stop_at_boundary()
+                        self.stop_at_boundary()
                 self.last_error = failure
             elif not q.isActive:
                 self.last_error = first_line(q.exception() or "query terminated")
             else:
                 continue
             self.metrics.failures.labels(self.name).inc()
-            self._set_phase(Phase.FAILED)
+            self.set_phase(Phase.FAILED)
 
     def _publish_in_flight(self) -> None:
         """The batch running now, from the offsets log (the listener hears of it only when it
@@ -381,13 +393,13 @@ class JobRunner(RunnerActions):
         except Exception:  # never let the metrics stop the watch
             log.debug("in-flight batch unknown", exc_info=True)
 
-    def _publish_executors(self) -> None:
+    def publish_executors(self) -> None:
         if self.pool is not None:
             with contextlib.suppress(Exception):
                 self.metrics.set_executors(self.pool.live_count(), self.pool.target,
                                            self.spec.executors.cores)
 
-    def _set_phase(self, phase: Phase) -> None:
+    def set_phase(self, phase: Phase) -> None:
         self.phase = phase
         self.metrics.set_phase(phase)
         log.info("phase", job=self.name, phase=phase.value)
