@@ -17,6 +17,7 @@ from typing import Any
 import requests
 import yaml
 
+from operators.query.cluster import free_port
 from tests.integration.k8s.k8s_tier import CHART, REPO, Tool
 
 CONTROLLER_NS = "sa-ctl"
@@ -54,14 +55,6 @@ def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60.0, every: flo
             return last
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def install_chart(helm: Tool, kubectl: Tool, tmp: Path, env: dict[str, str]) -> Path:
