@@ -63,8 +63,8 @@ phase() { # name, pytest args...: one pytest, timed
 # The lanes' JVMs (runners, standalone workers, verifiers, the broker) compile with C1 only and
 # collect with the serial collector. The lanes check correctness at any speed; their JVMs live
 # seconds to minutes, and what the C2 compiler and G1's threads cost there is throughput nothing
-# in a lane measures: a runner's start and stop took 64 CPU-s with the JVM's defaults and 41
-# with these (docs/benchmark.md, JIT in the lanes). Phase 3 judges capacity: the defaults.
+# in a lane measures (the figures: docs/benchmark.md, JIT in the lanes). Phase 3 judges
+# capacity: the JVM's defaults.
 # Pods on the test bed's node do not inherit it (their environment is the pod spec's).
 LANE_JAVA_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 

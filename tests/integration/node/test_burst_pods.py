@@ -51,20 +51,19 @@ TRACE = ("t,input_rate\n0,1500\n20,45000\n100,400\n170,12000\n250,400\n320,12000
          "470,12000\n550,400\n700,0\n100000,0\n")
 """Records/s by second since the query started: a burst (scale-out) of 1.5x what one 0.5-CPU
 executor processed on the fastest day measured (~30,000/s), then lulls of 70 s (the 30 s
-stabilization window, the 16 s cooldown and a 4 s evaluation, with room: scale-in) between
-bursts of 12,000/s every 150 s, and a 150 s tail of light load. The driver pod is killed in the
-first burst after the scale-in, so the story waits at most a lull for it (with lulls of 150 s it
-waited ~105 s after each scale-in). On a loaded machine the controller may act on the second
-burst only (seen in CI: the first action came 206 s after the first batch), and the story still
-holds: the scale-in then comes in a later lull. A scale-in is never deferred here for bursts
-that recur: that needs three scale-outs on record (controller/core/recurrence.py), and the
-driver is killed after the first. The first burst was 25,000/s until one executor kept up with
+stabilization window, the 16 s cooldown and a 4 s evaluation, with room: scale-in) between bursts of
+12,000/s every 150 s, and a 150 s tail of light load. The driver pod is killed in the first burst
+after the scale-in, so the story waits at most a lull for it. On a loaded machine the controller may
+act on the second burst only (seen in CI: the first action came 206 s after the first batch), and
+the story still holds: the scale-in then comes in a later lull. A scale-in is never deferred here
+for bursts that recur: that needs three scale-outs on record (controller/core/recurrence.py), and
+the driver is killed after the first. The first burst was 25,000/s until one executor kept up with
 it on a fast day (lag <= 2.4 s, busy under `utilization.high`, so the engine rightly held and no
 action came in 420 s); a burst the engine may hold on proves nothing. The tail keeps records
-arriving after any recovery, so "a batch after the restart" always has data to commit (in CI a
-kill in the last burst recovered after the trace had ended: nothing arrived, no batch could
-follow, and the test waited for none). The story ends once the recovered job has caught up,
-wherever the trace is."""
+arriving after any recovery, so "a batch after the restart" always has data to commit (in CI a kill
+in the last burst recovered after the trace had ended: nothing arrived, no batch could follow, and
+the test waited for none). The story ends once the recovered job has caught up, wherever the trace
+is."""
 
 MAX_RECORDS_PER_BATCH = 200_000
 """The job's admission cap, as every sample sets one (Spark's maxOffsetsPerTrigger for Kafka):
