@@ -38,6 +38,12 @@ def is_ours(pid: int | None, argv: Sequence[str]) -> bool:
     return bool(pid) and cmdline(pid) == list(argv)  # type: ignore[arg-type]
 
 
+_DETACHED: list[subprocess.Popen[bytes]] = []
+"""The processes :func:`start` launched, held for this interpreter's life: a Popen collected
+while its child runs warns (ResourceWarning, an error under the suite's filterwarnings), and
+these children outlive their Popen by design (:func:`stop` reaps them by PID)."""
+
+
 def start(argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> int:
     """Start ``argv`` in its own session (it outlives the caller), output appended to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -52,6 +58,7 @@ def start(argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> 
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
+    _DETACHED.append(proc)
     return proc.pid
 
 
