@@ -136,6 +136,9 @@ LAST_RESTART_SECONDS = _gauge("last_restart_seconds", "How long the last restart
                               "the query running again (s); absent before any.")
 LAST_ACTION_SECONDS = _gauge("last_action_seconds", "Duration of the last action by step.",
                              ("job", "action", "step"))
+ACTION_STEP_SECONDS = _gauge("action_step_seconds", "Seconds each step of the last action "
+                             "of a kind took alone (contracts.runner_api.Step; the runner's "
+                             "own start: action=start).", ("job", "action", "step"))
 STATE_ROWS = _gauge("state_rows", "Keys in state, per stateful operator.", OPERATOR)
 STATE_BYTES = _gauge("state_bytes", "State size on disk (RocksDB SST files).", OPERATOR)
 STATE_MEMORY = _gauge("state_memory_bytes", "State store memory in use.", OPERATOR)

@@ -108,6 +108,35 @@ class ActionKind(StrEnum):
     STOP = "stop"
 
 
+class Step(StrEnum):
+    """The steps a restart, a scale or a start is made of (``ActionRecord.steps``,
+    ``RunnerStatus.startSteps``, the ``action_step_seconds`` gauge): each is the seconds that
+    step alone took, so their sum is the time the job was not committing batches."""
+
+    STOP_WAIT = "stop_wait"
+    """A gap between triggers looked for, then the query stopped."""
+    DRAIN = "drain"
+    """The batch the stop caught in flight, run to its commit by a one-batch query (a rewrite
+    of the state needs a checkpoint that ends on a committed batch)."""
+    SNAPSHOT = "snapshot"
+    """The checkpoint's file list and small metadata saved for a rollback."""
+    COUNT_ROWS = "count_rows"
+    """State rows counted before and after the rewrite (both Spark jobs)."""
+    REWRITE = "rewrite"
+    """Spark's offline repartition: state read, shuffled and written at the new count."""
+    VERIFY = "verify"
+    """The new batch's partition count and commit checked, the file sink's log entry added."""
+    SESSION = "session"
+    """The Spark session (driver JVM, application registered) at a start."""
+    EXECUTORS = "executors"
+    """Executors requested, killed or waited for until the target count is live."""
+    QUERY_START = "query_start"
+    """``start()`` of the query until Spark runs it."""
+    FIRST_COMMIT = "first_commit"
+    """The query running until its first batch commits: state loaded on the executors, the
+    first batch planned and run."""
+
+
 class ActionState(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -276,8 +305,10 @@ class ActionRecord(WireModel):
     started_at: float = Field(default_factory=time.time)
     finished_at: float | None = None
     timings: dict[str, float] = Field(default_factory=dict)
-    """Seconds per step, from the action's start (``total``, ``executors_live``, ``first_task``,
-    ``stop``, ``repartition``, ``first_commit``)."""
+    """Seconds per milestone, from the action's start (``total``, ``executors_live``,
+    ``first_task``, ``stop``, ``repartition``, ``resumed``, ``first_commit``)."""
+    steps: dict[str, float] = Field(default_factory=dict)
+    """Seconds each :class:`Step` alone took, in the order run (a step run twice adds up)."""
     result: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     duplicates: int = 0
@@ -423,6 +454,9 @@ class RunnerStatus(WireModel):
     max_records_per_batch: int | None = Field(default=None, alias="maxRecordsPerBatch")
     """The admission cap the controller set on the running query (records per micro-batch: a
     repartition's or a recovery's); None = the job's own."""
+    start_steps: dict[str, float] = Field(default_factory=dict, alias="startSteps")
+    """Seconds each :class:`Step` of this runner's start took (a recovery's kill -> first
+    batch, less the pod's scheduling and image start)."""
     action: ActionRecord | None = None
     """The action in progress."""
     last_action: ActionRecord | None = Field(default=None, alias="lastAction")

@@ -13,7 +13,10 @@ three actions of :class:`contracts.runner_api.ActionKind`:
   rollback, :mod:`operators.state.repartition`), resume, timing ``stop``, ``repartition``,
   ``first_commit``; ``partitions`` equal to the current count restarts at a batch boundary
   without repartitioning (the state is loaded again across the current executors);
-* ``stop``: stop at a batch boundary.
+* ``stop``: stop at a batch boundary;
+
+and each records the seconds every :class:`contracts.runner_api.Step` alone took
+(``ActionRecord.steps``, the ``action_step_seconds`` gauge).
 """
 
 from __future__ import annotations
@@ -40,12 +43,14 @@ from contracts.runner_api import (
     Phase,
     RepartitionRequest,
     RequestError,
+    Step,
     accepts,
     find_action,
 )
 from contracts.streamjob import StreamJobSpec
 from operators import state
 from operators.errors import OperatorsError, first_line
+from operators.steps import timed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -112,8 +117,8 @@ class RunnerHandle(Protocol):
 
     def set_phase(self, phase: Phase) -> None: ...
     def publish_executors(self) -> None: ...
-    def stop_at_boundary(self, gap_wait: float = 2.0) -> None: ...
-    def stop_for_restart(self, gap_wait: float = 2.0) -> int | None: ...
+    def stop_at_boundary(self, steps: dict[str, float] | None = None) -> None: ...
+    def stop_for_restart(self, steps: dict[str, float] | None = None) -> int | None: ...
     def start_query(self) -> None: ...
     def committed(self) -> int: ...
     def wait_commit_after(self, batch: int) -> None: ...
@@ -193,6 +198,8 @@ class Actions:
             metrics.actions.labels(name, str(action.kind), str(outcome)).inc()
             for step, secs in action.timings.items():
                 metrics.action_seconds.labels(name, str(action.kind), step).set(secs)
+            for step, secs in action.steps.items():
+                metrics.action_step_seconds.labels(name, str(action.kind), step).set(secs)
             with self.run.lock:
                 self.last_action, self.action = action, None
             log.info("action done", **{k: v for k, v in action.to_wire().items() if v})
@@ -213,17 +220,21 @@ class Actions:
                 # lost with its executor (a killed executor fails its tasks; the retried tasks
                 # are counted as failed and the batch takes longer). Stateful tasks load their
                 # state from the checkpoint on the executors that stay.
-                self.run.stop_at_boundary()
+                self.run.stop_at_boundary(steps=action.steps)
                 paused = True
                 action.timings["stop"] = time.monotonic() - t0
                 action.result["graceful"] = "batch-boundary"
-            killed = self.run.pool.set_target(n, weights)
+            with timed(action.steps, Step.EXECUTORS):
+                killed = self.run.pool.set_target(n, weights)
             action.result["killed"] = killed
             if paused:
-                self.run.start_query()
+                with timed(action.steps, Step.QUERY_START):
+                    self.run.start_query()
                 paused = False
                 action.timings["resumed"] = time.monotonic() - t0
-            if not self.run.pool.wait_for(n, self.run.options.scale_timeout):
+            with timed(action.steps, Step.EXECUTORS):
+                reached = self.run.pool.wait_for(n, self.run.options.scale_timeout)
+            if not reached:
                 raise TimeoutError(f"{self.run.pool.live_count()} executors live after "
                                    f"{self.run.options.scale_timeout:.0f} s, target {n}")
             action.timings["executors_live"] = time.monotonic() - t0
@@ -252,17 +263,17 @@ class Actions:
         resumed = False
         try:
             if n == old:  # a restart that only re-spreads state: Spark replays the batch in flight
-                replays = self.run.stop_for_restart()
+                replays = self.run.stop_for_restart(steps=action.steps)
                 if replays is not None:
                     action.result["replays_batch"] = replays
             else:  # the rewrite needs a checkpoint that ends on a committed batch
-                self.run.stop_at_boundary()
+                self.run.stop_at_boundary(steps=action.steps)
             action.timings["stop"] = time.monotonic() - t0
             action.result["batch"] = self.run.last_committed_batch
             if n != old:
                 try:
                     res = state.repartition(self.run.spark, self.run.spec.checkpoint.location, n,
-                                            file_sink=self.run.file_sink)
+                                            file_sink=self.run.file_sink, steps=action.steps)
                     self.run.partitions = n
                     action.result.update(rows_before=res.rows_before, rows_after=res.rows_after,
                                          repartition_batch=res.batch)
@@ -281,13 +292,15 @@ class Actions:
             from_batch = self.run.committed()
             # the resumed query's source rate limit (absent: the job's own)
             self.run.max_records_per_batch = action.params.get("max_records_per_batch")
-            self.run.start_query()
+            with timed(action.steps, Step.QUERY_START):
+                self.run.start_query()
             resumed = True
             # request -> running again: what the engine's next restart estimate learns from
             action.timings["resumed"] = time.monotonic() - t0
             self.run.metrics.last_restart.labels(self.run.name).set(action.timings["resumed"])
             self.run.resumed_from_batch = from_batch  # the checkpoint batch the query resumed from
-            self.run.wait_commit_after(from_batch)
+            with timed(action.steps, Step.FIRST_COMMIT):
+                self.run.wait_commit_after(from_batch)
             action.timings["first_commit"] = time.monotonic() - t0
             self.run.metrics.state_partitions.labels(self.run.name).set(self.run.partitions or 0)
             action.result["partitions"] = self.run.partitions
@@ -305,7 +318,7 @@ class Actions:
         self.run.set_phase(Phase.STOPPING)
         t0 = time.monotonic()
         if self.run.query is not None and self.run.query.isActive:
-            self.run.stop_at_boundary()
+            self.run.stop_at_boundary(steps=action.steps)
         action.timings["stop"] = time.monotonic() - t0
         self.run.set_phase(Phase.STOPPED)
         self.run.stopped.set()

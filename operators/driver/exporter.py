@@ -150,6 +150,7 @@ class RunnerMetrics:
         self.failed_tasks = c(M.FAILED_TASKS)
         self.actions = c(M.ACTIONS)
         self.action_seconds = g(M.LAST_ACTION_SECONDS)
+        self.action_step_seconds = g(M.ACTION_STEP_SECONDS)
         self.last_restart = g(M.LAST_RESTART_SECONDS)
         self.state_rows = g(M.STATE_ROWS)
         self.state_bytes = g(M.STATE_BYTES)

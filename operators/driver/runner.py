@@ -33,11 +33,13 @@ from contracts.runner_api import (
     Rates,
     RunnerStatus,
     StageReport,
+    Step,
 )
 from contracts.streamjob import StreamJob
 from operators import state
 from operators.driver.actions import ActionConflict, Actions, RunnerOptions
 from operators.driver.exporter import RunnerMetrics
+from operators.driver.gap import gap_wait_seconds
 from operators.driver.listener import ProgressListener
 from operators.driver.stages import StagePoller
 from operators.errors import first_line
@@ -47,6 +49,7 @@ from operators.sources import adapter_for
 from operators.sources.backlog import backlog_from_progress
 from operators.sources.base import SourceBacklog
 from operators.state.inflight import batch_in_flight
+from operators.steps import timed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -94,6 +97,10 @@ class JobRunner:
         self._poller: StagePoller | None = None
         self._lock_file: state.CheckpointLock | None = None
         self._query_started_at = 0.0
+        self.start_steps: dict[str, float] = {}
+        """Seconds of each step of :meth:`start` (``/status`` ``startSteps``); ``first_commit``
+        arrives with the first batch's progress."""
+        self._first_commit_from: float | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -114,12 +121,15 @@ class JobRunner:
         self.resumed_from_batch = info.last_committed_batch
         self.last_committed_batch = info.last_committed_batch
         self.partitions = info.partitions or self.spec.state_partitions
-        self.spark = create_session(
-            self.spec, SessionOptions(master=self.options.master,
-                                      max_executors=self.options.max_executors,
-                                      app_name=f"stream-autoscaler:{self.name}"))
-        self.pool = ExecutorPool(self.spark, self.spec.executors.cores)
-        self.pool.settle(self.initial)
+        steps = self.start_steps
+        with timed(steps, Step.SESSION):
+            self.spark = create_session(
+                self.spec, SessionOptions(master=self.options.master,
+                                          max_executors=self.options.max_executors,
+                                          app_name=f"stream-autoscaler:{self.name}"))
+        with timed(steps, Step.EXECUTORS):
+            self.pool = ExecutorPool(self.spark, self.spec.executors.cores)
+            self.pool.settle(self.initial)
         self.publish_executors()
         self._poller = StagePoller(self.metrics, self.pool.rest, lambda: self.query_id)
         self._poller.start()
@@ -135,7 +145,10 @@ class JobRunner:
         if want is not None and info.last_committed_batch is not None and want != self.partitions:
             self._repartition_at_start(want)
         self.metrics.state_partitions.labels(self.name).set(self.partitions)
-        self.start_query()
+        with timed(steps, Step.QUERY_START):
+            self.start_query()
+        with self._progress:
+            self._first_commit_from = time.monotonic()
         state.write_owner(loc, self.name, self.query_id or "", self.file_sink)
         threading.Thread(target=self._watch, name="query-watch", daemon=True).start()
         self.set_phase(Phase.RUNNING)
@@ -162,13 +175,15 @@ class JobRunner:
             known = True  # our pipeline never writes Spark's file sink
         ran_once = info.uncommitted_batch is not None or not known
         if ran_once:
-            once = self._run_one_batch(f"the batch before repartitioning to {n}")
-            file_sink = state.file_sink_path(once)
-            info = state.inspect(loc)
+            with timed(self.start_steps, Step.DRAIN):
+                once = self._run_one_batch(f"the batch before repartitioning to {n}")
+                file_sink = state.file_sink_path(once)
+                info = state.inspect(loc)
         with self._progress:
             self.last_committed_batch = info.last_committed_batch
         try:
-            res = state.repartition(self.spark, loc, n, file_sink=file_sink)
+            res = state.repartition(self.spark, loc, n, file_sink=file_sink,
+                                    steps=self.start_steps)
         except state.RepartitionError as e:
             if not e.rolled_back:
                 raise
@@ -238,6 +253,7 @@ class JobRunner:
             stateful_tasks_by_executor=dict(m.stateful_tasks_by_executor) if polled else None,
             last_error=self.last_error,
             max_records_per_batch=self.max_records_per_batch,
+            start_steps=dict(self.start_steps),
             action=self.actions.action, last_action=self.actions.last_action,
             recent_actions=list(self.actions.recent_actions),
         )
@@ -253,34 +269,40 @@ class JobRunner:
         self.query_id = str(self.query.id)
         self.file_sink = state.file_sink_path(self.query)  # a repartition logs its batch there
 
-    def stop_at_boundary(self, gap_wait: float = 2.0) -> None:
+    def stop_at_boundary(self, steps: dict[str, float] | None = None) -> None:
         """Stop between batches, so the checkpoint ends on a committed batch.
 
-        First look for a gap between triggers (``isTriggerActive`` False) for ``gap_wait`` s.
-        A job whose batches outlast the trigger interval has no gap: then stop anyway and, if
+        First look for a gap between triggers (``isTriggerActive`` False) for as long as one is
+        expected (:func:`operators.driver.gap.gap_wait_seconds`). A job whose batches outlast
+        the trigger interval has no gap: then stop at once and, if
         the stop caught a batch in flight, finish it with a one-batch (``once``) run: it replays
         the planned batch from the offsets log and ends on a batch boundary. (``availableNow``
         would instead drain the whole backlog at the old capacity: measured 100 s under a
         6 M-record backlog, the very moment a scale-out is needed.)
         """
         assert self.spark is not None
-        info = self._stop_in_gap(gap_wait)
+        with timed(steps, Step.STOP_WAIT):
+            info = self._stop_in_gap()
         if info.uncommitted_batch is not None:
             log.info("stop caught a batch in flight; draining it", batch=info.uncommitted_batch)
-            self._run_one_batch(f"draining batch {info.uncommitted_batch} (in flight at the stop)",
-                                track=True)
-            info = state.inspect(self.spec.checkpoint.location)
+            with timed(steps, Step.DRAIN):
+                self._run_one_batch(
+                    f"draining batch {info.uncommitted_batch} (in flight at the stop)", track=True)
+                info = state.inspect(self.spec.checkpoint.location)
             if info.uncommitted_batch is not None:
                 raise RuntimeError(f"batch {info.uncommitted_batch} still uncommitted after drain")
         with self._progress:
             self.last_committed_batch = info.last_committed_batch
 
-    def _stop_in_gap(self, gap_wait: float) -> state.CheckpointInfo:
+    def _stop_in_gap(self) -> state.CheckpointInfo:
         """Stop the query, in a gap between triggers (``isTriggerActive`` False) if one comes
-        within ``gap_wait`` s; what the checkpoint then holds (a batch in flight, if caught)."""
+        while one is expected (:func:`operators.driver.gap.gap_wait_seconds` of the last batch's
+        duration); what the checkpoint then holds (a batch in flight, if caught)."""
         q = self.query
         assert q is not None
-        deadline = time.monotonic() + gap_wait
+        wait = gap_wait_seconds(self.metrics.latest().batch_duration_seconds,
+                                self.spec.trigger.interval_seconds)
+        deadline = time.monotonic() + wait
         while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
             time.sleep(0.002)
         q.stop()
@@ -304,7 +326,7 @@ class JobRunner:
             raise RuntimeError(f"{what} failed: {first_line(once.exception() or '')}")
         return once
 
-    def stop_for_restart(self, gap_wait: float = 2.0) -> int | None:
+    def stop_for_restart(self, steps: dict[str, float] | None = None) -> int | None:
         """Stop for a restart on the same checkpoint layout (same state partitions); the batch
         the stop caught in flight, if any, which the next query replays.
 
@@ -315,7 +337,8 @@ class JobRunner:
         overload, on executors the restart is meant to relieve — and start a query twice:
         measured 15-17 s of stop at half a core against ~3.5 s of steady batch.
         """
-        info = self._stop_in_gap(gap_wait)
+        with timed(steps, Step.STOP_WAIT):
+            info = self._stop_in_gap()
         with self._progress:
             self.last_committed_batch = info.last_committed_batch
         if info.uncommitted_batch is not None:
@@ -342,6 +365,12 @@ class JobRunner:
     def _on_progress(self, p: dict[str, Any]) -> None:
         with self._progress:
             self.last_committed_batch = int(p["batchId"])
+            if self._first_commit_from is not None:  # the start's first batch: its last step
+                self.start_steps[Step.FIRST_COMMIT.value] = (
+                    time.monotonic() - self._first_commit_from)
+                self._first_commit_from = None
+                for step, secs in self.start_steps.items():
+                    self.metrics.action_step_seconds.labels(self.name, "start", step).set(secs)
             for op in p.get("stateOperators") or []:
                 if op.get("numShufflePartitions"):
                     self.partitions = int(op["numShufflePartitions"])

@@ -33,11 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from contracts.runner_api import Step
 from operators.errors import OperatorsError, first_line
 from operators.jvm import gateway, jvm
 from operators.state.checkpoint import CheckpointError, inspect, partitions_of, store_of
 from operators.state.rows import state_rows
 from operators.state.store import CheckpointStore
+from operators.steps import timed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -100,9 +102,12 @@ def _record_sink_batch(spark: SparkSession, sink_path: str, batch: int) -> None:
 
 def repartition(
     spark: SparkSession, location: str, partitions: int, *, check_rows: bool = True,
-    file_sink: str | None = None,
+    file_sink: str | None = None, steps: dict[str, float] | None = None,
 ) -> RepartitionResult:
     """Repartition the state of a *stopped* query to ``partitions``; roll back on failure.
+
+    ``steps`` receives the seconds of each :class:`contracts.runner_api.Step` (snapshot,
+    count_rows, rewrite, verify), also when it fails.
 
     Raises ``ValueError`` for a request that cannot run (no committed batch, same count,
     ``partitions < 1``) without touching anything, :class:`RepartitionError` after a rollback.
@@ -120,31 +125,38 @@ def repartition(
     if partitions == info.partitions:
         raise ValueError(f"state already has {partitions} partitions")
     cp = store_of(location)
-    snapshot = _Snapshot.take(cp)
-    step = "count rows"
     started = time.monotonic()
+    with timed(steps, Step.SNAPSHOT):
+        snapshot = _Snapshot.take(cp)
+    step = "count rows"
     try:
-        before = sum(state_rows(spark, location).values()) if check_rows else None
+        with timed(steps, Step.COUNT_ROWS):
+            before = sum(state_rows(spark, location).values()) if check_rows else None
         step = "spark repartition"
         _fault("repartition-before-write")
-        manager = spark._streamingCheckpointManager
-        manager.repartition(location, partitions, enforce_exactly_once_sink=True)
+        with timed(steps, Step.REWRITE):
+            manager = spark._streamingCheckpointManager
+            manager.repartition(location, partitions, enforce_exactly_once_sink=True)
         _fault("repartition-after-write")
         step = "verify partitions"
         new_batch = info.last_committed_batch + 1
-        got = partitions_of(cp, new_batch)
-        if got != partitions:
-            raise RuntimeError(f"offsets/{new_batch} records {got} partitions, not {partitions}")
-        after_info = inspect(location)
-        if after_info.last_committed_batch != new_batch:
-            raise RuntimeError(f"batch {new_batch} was not committed")
+        with timed(steps, Step.VERIFY):
+            got = partitions_of(cp, new_batch)
+            if got != partitions:
+                raise RuntimeError(
+                    f"offsets/{new_batch} records {got} partitions, not {partitions}")
+            after_info = inspect(location)
+            if after_info.last_committed_batch != new_batch:
+                raise RuntimeError(f"batch {new_batch} was not committed")
         step = "verify rows"
-        after = sum(state_rows(spark, location).values()) if check_rows else None
+        with timed(steps, Step.COUNT_ROWS):
+            after = sum(state_rows(spark, location).values()) if check_rows else None
         if before != after:
             raise RuntimeError(f"state rows changed from {before} to {after}")
         if file_sink is not None:
             step = "file sink log"
-            _record_sink_batch(spark, file_sink, new_batch)
+            with timed(steps, Step.VERIFY):
+                _record_sink_batch(spark, file_sink, new_batch)
     except Exception as e:  # every failure rolls back, then is reported
         detail = first_line(e)
         try:

@@ -173,7 +173,8 @@ def runner_status(story: Story) -> RunnerStatus:
 
 
 def action_figures(a: ActionRecord) -> dict[str, Any]:
-    return {"kind": str(a.kind), "params": a.params, "timings": a.timings, "result": a.result,
+    return {"kind": str(a.kind), "params": a.params, "timings": a.timings, "steps": a.steps,
+            "result": a.result,
             "duplicates": a.duplicates, "state": str(a.state)}
 
 
@@ -277,4 +278,5 @@ def kill_driver_and_recover(story: Story, figures: dict[str, Any]) -> RunnerStat
     assert after.resumed_from_batch >= (before.last_committed_batch or 0) - 1, (
         before.last_committed_batch, after.resumed_from_batch)
     figures["resumed_from_batch"] = after.resumed_from_batch
+    figures["recovery_start_steps"] = after.start_steps  # where kill -> first batch went
     return after

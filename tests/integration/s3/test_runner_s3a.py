@@ -72,7 +72,8 @@ def test_a_checkpoint_on_s3_scales_repartitions_and_resumes_exactly_once(
     # Spark's offline repartition, reading and writing the state on S3; our row check and
     # snapshot (the rollback's copy) through pyarrow's S3 client
     act = r.action("/repartition", {"partitions": 8})
-    print("repartition 4->8 on s3a", json.dumps(act["timings"]), act["result"])
+    print("repartition 4->8 on s3a", json.dumps(act["timings"]), json.dumps(act["steps"]),
+          act["result"])
     assert act["state"] == "succeeded", act
     assert act["result"]["rows_before"] == act["result"]["rows_after"] > 0
     batch = act["result"]["repartition_batch"]

@@ -92,9 +92,19 @@ def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, loca
     # 4 -> 8 -> 2 while the job runs; each verified from the offsets log and the row total.
     for n in (8, 2):
         act = r.action("/repartition", {"partitions": n})
-        print(f"repartition ->{n}", json.dumps(act["timings"]), act["result"])
+        print(f"repartition ->{n}", json.dumps(act["timings"]), json.dumps(act["steps"]),
+              act["result"])
         assert act["state"] == "succeeded", act
         assert act["result"]["rows_before"] == act["result"]["rows_after"]
+        # each step of the move on its own, adding up to no more than the whole
+        steps = act["steps"]
+        assert {"stop_wait", "snapshot", "count_rows", "rewrite", "verify", "query_start",
+                "first_commit"} <= set(steps), steps
+        assert all(v >= 0 for v in steps.values()), steps
+        assert sum(steps.values()) <= act["timings"]["total"] + 0.01, (steps, act["timings"])
+        assert _metric(r.metrics(), "stream_autoscaler_action_step_seconds",
+                       'action="repartition",job="rt",step="rewrite"') == pytest.approx(
+            steps["rewrite"])
         cp = Path(load_job(str(job)).spec.checkpoint.location)
         assert state.partitions_of(cp, act["result"]["repartition_batch"]) == n
         st = _batches_after(r, act["result"]["repartition_batch"], 1)
@@ -160,6 +170,10 @@ def test_failed_repartition_rolls_back_and_killed_driver_recovers_with_more_part
           f"batches in {time.monotonic() - t0:.1f} s, resumed from {st['resumedFromBatch']}")
     assert st["resumedFromBatch"] is not None and st["resumedFromBatch"] >= before
     assert st["partitions"] == 6 and st["lastError"] is None, st
+    # the recovery's steps: session, executors, the state rewritten, the query, its first batch
+    assert {"session", "executors", "snapshot", "rewrite", "query_start", "first_commit"} <= set(
+        st["startSteps"]), st["startSteps"]
+    print("recovery steps", json.dumps(st["startSteps"]))
     assert st["maxRecordsPerBatch"] == CAP
     last = max(state.checkpoint.batches(cp / "offsets"))
     assert state.partitions_of(cp, last) == 6
@@ -197,6 +211,10 @@ def test_a_recovery_from_a_checkpoint_that_ends_on_a_commit_reads_its_pile_cappe
                        "--max-records-per-batch", str(CAP)], max_executors=1)
     st = _batches_after(r2, ends.last_committed_batch, 4)
     assert st["partitions"] == 6 and st["lastError"] is None, st
+    # the recovery's steps: session, executors, the state rewritten, the query, its first batch
+    assert {"session", "executors", "snapshot", "rewrite", "query_start", "first_commit"} <= set(
+        st["startSteps"]), st["startSteps"]
+    print("recovery steps", json.dumps(st["startSteps"]))
     # the cap the query started with, as the controller reads it (controller/core/caplift.py)
     assert _metric(r2.metrics(), "stream_autoscaler_admission_cap_records") == CAP
     read = _records_per_batch(cp, ends.last_committed_batch)
@@ -268,8 +286,9 @@ def test_a_repartition_whose_rollback_fails_leaves_the_query_stopped(start_runne
     assert r.status()["lastCommittedBatch"] == committed, "the query was restarted anyway"
 
 
-def _metric(text: str, name: str) -> float | None:
-    line = next((x for x in text.splitlines() if x.startswith(f'{name}{{job="rt"}}')), None)
+def _metric(text: str, name: str, labels: str = 'job="rt"') -> float | None:
+    """The sample of ``name`` with exactly these labels (as exposed)."""
+    line = next((x for x in text.splitlines() if x.startswith(f'{name}{{{labels}}}')), None)
     return None if line is None else float(line.rsplit(" ", 1)[1])
 
 

@@ -128,8 +128,8 @@ def test_recent_actions_keep_the_last_16_oldest_first(runners: FakeRunners,
     raw = requests.get(runners.url(JOB) + "/status", timeout=5,
                        headers={"Authorization": f"Bearer {TOKEN}"}).json()
     assert set(raw["recentActions"][0]) == {"id", "kind", "params", "state", "started_at",
-                                            "finished_at", "error", "timings", "result",
-                                            "duplicates"}
+                                            "finished_at", "error", "timings", "steps",
+                                            "result", "duplicates"}
     assert post(runners, "executors", {"target": 2, "actionId": "a0"}).status_code == 202
 
 

@@ -1,0 +1,33 @@
+"""Timing the steps of an action or a start (:class:`contracts.runner_api.Step`).
+
+Usage::
+
+    steps: dict[str, float] = {}
+    with timed(steps, Step.DRAIN):
+        ...                      # steps["drain"] += seconds spent here, even when it raises
+
+A step's figure is its own duration (not a time since the action began), so the figures of one
+action add up to the time it kept the job from committing batches; a step run twice (a drain
+before the repartition and another at start) adds up. ``None`` instead of a dict times nothing,
+so a step shared by callers that do and do not keep figures needs no second code path.
+(tests/unit/operators/test_steps.py)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from contracts.runner_api import Step
+
+
+@contextmanager
+def timed(steps: dict[str, float] | None, step: Step) -> Iterator[None]:
+    """Add the seconds the ``with`` body takes to ``steps[step]`` (also when it raises)."""
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        if steps is not None:
+            steps[step.value] = steps.get(step.value, 0.0) + time.monotonic() - start
