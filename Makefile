@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SA := $(VENV)/bin/stream-autoscaler
 OUT ?= out/demo
 
-.PHONY: setup demo simulate test lint unit bench tools browser image image-down node-deps testbed testbed-down clean
+.PHONY: setup demo simulate test lint unit bench bench-restarts tools browser image image-down node-deps testbed testbed-down clean
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,11 @@ unit: setup
 
 bench: setup
 	$(PY) benchmarks/scenarios.py
+
+## Each restart kind on real Spark, step by step, beside the runner of BASELINE (a git revision).
+BASELINE ?= restart-baseline
+bench-restarts: setup
+	$(PY) benchmarks/restarts.py --baseline $(BASELINE)
 
 ## Test-bed tools (kube-apiserver, etcd, kwok, helm, ...) built from Go modules, cached.
 tools:

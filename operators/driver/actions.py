@@ -7,10 +7,13 @@ of). It holds the running and recent actions, accepts ``submit``/``find_action``
 three actions of :class:`contracts.runner_api.ActionKind`:
 
 * ``executors``: reach an absolute executor count (kills the executors holding least state),
-  timing ``executors_live`` and ``first_task``; a scale-in stops the query at a batch boundary
-  first (timing ``stop``, ``resumed``), so no running task dies with its executor;
-* ``repartition``: the SEEP move: stop between batches, repartition the checkpoint (with
-  rollback, :mod:`operators.state.repartition`), resume, timing ``stop``, ``repartition``,
+  timing ``executors_live`` and ``first_task``; a scale-in stops the query first (timing
+  ``stop``, ``resumed``), so no running task dies with its executor, and the resumed query
+  replays the batch the stop caught in flight;
+* ``repartition``: the SEEP move: stop, repartition the checkpoint (with rollback,
+  :mod:`operators.state.repartition`) as of its last committed batch, resume (a batch the stop
+  caught in flight is skipped where no reader can see what it wrote, else run to its commit
+  before the rewrite), timing ``stop``, ``repartition``,
   ``first_commit``; ``partitions`` equal to the current count restarts at a batch boundary
   without repartitioning (the state is loaded again across the current executors);
 * ``stop``: stop at a batch boundary;
@@ -50,6 +53,7 @@ from contracts.runner_api import (
 from contracts.streamjob import StreamJobSpec
 from operators import state
 from operators.errors import OperatorsError, first_line
+from operators.query.sinks import forget_unfinished_batch
 from operators.steps import timed
 
 if TYPE_CHECKING:
@@ -119,6 +123,7 @@ class RunnerHandle(Protocol):
     def publish_executors(self) -> None: ...
     def stop_at_boundary(self, steps: dict[str, float] | None = None) -> None: ...
     def stop_for_restart(self, steps: dict[str, float] | None = None) -> int | None: ...
+    def drain(self, batch: int, steps: dict[str, float] | None = None) -> None: ...
     def start_query(self) -> None: ...
     def committed(self) -> int: ...
     def wait_commit_after(self, batch: int) -> None: ...
@@ -216,11 +221,16 @@ class Actions:
             weights = {k: float(v) for k, v in
                        self.run.metrics.latest().stateful_tasks_by_executor.items()}
             if len(live) > n and self.run.query is not None and self.run.query.isActive:
-                # Graceful scale-in: remove executors between batches, so no running task is
-                # lost with its executor (a killed executor fails its tasks; the retried tasks
-                # are counted as failed and the batch takes longer). Stateful tasks load their
-                # state from the checkpoint on the executors that stay.
-                self.run.stop_at_boundary(steps=action.steps)
+                # Graceful scale-in: stop the query before removing executors, so no running
+                # task is lost with its executor (a killed executor fails its tasks; the
+                # retried tasks are counted as failed and the batch takes longer). A batch the
+                # stop caught in flight is replayed by the resumed query, on the executors that
+                # stay (Spark's own recovery: same offsets, same state partitions), not run to
+                # its end first in a query of its own. Stateful tasks load their state from the
+                # checkpoint on the executors that stay.
+                replays = self.run.stop_for_restart(steps=action.steps)
+                if replays is not None:
+                    action.result["replays_batch"] = replays
                 paused = True
                 action.timings["stop"] = time.monotonic() - t0
                 action.result["graceful"] = "batch-boundary"
@@ -262,18 +272,29 @@ class Actions:
         old = self.run.partitions
         resumed = False
         try:
-            if n == old:  # a restart that only re-spreads state: Spark replays the batch in flight
-                replays = self.run.stop_for_restart(steps=action.steps)
-                if replays is not None:
-                    action.result["replays_batch"] = replays
-            else:  # the rewrite needs a checkpoint that ends on a committed batch
-                self.run.stop_at_boundary(steps=action.steps)
+            # Same count (a restart that only re-spreads state): Spark replays the batch in
+            # flight. A rewrite needs a checkpoint that ends on a committed batch: the batch
+            # in flight is skipped where no reader can see what it wrote (the resumed query
+            # reads its records again, on the new layout: forget_unfinished_batch), else run
+            # to its commit first.
+            in_flight = self.run.stop_for_restart(steps=action.steps)
+            skip = False
+            if in_flight is not None and n == old:
+                action.result["replays_batch"] = in_flight
+            elif in_flight is not None:
+                skip = forget_unfinished_batch(self.run.spark, self.run.spec.sink,
+                                               self.run.file_sink, in_flight)
+                if skip:
+                    action.result["skipped_batch"] = in_flight
+                else:
+                    self.run.drain(in_flight, steps=action.steps)
             action.timings["stop"] = time.monotonic() - t0
             action.result["batch"] = self.run.last_committed_batch
             if n != old:
                 try:
                     res = state.repartition(self.run.spark, self.run.spec.checkpoint.location, n,
-                                            file_sink=self.run.file_sink, steps=action.steps)
+                                            file_sink=self.run.file_sink, steps=action.steps,
+                                            skip_uncommitted=skip)
                     self.run.partitions = n
                     action.result.update(rows_before=res.rows_before, rows_after=res.rows_after,
                                          repartition_batch=res.batch)

@@ -45,6 +45,7 @@ from operators.driver.stages import StagePoller
 from operators.errors import first_line
 from operators.query.application import starter_for
 from operators.query.session import ExecutorPool, SessionOptions, create_session
+from operators.query.sinks import forget_unfinished_batch
 from operators.sources import adapter_for
 from operators.sources.backlog import backlog_from_progress
 from operators.sources.base import SourceBacklog
@@ -157,7 +158,10 @@ class JobRunner:
         """Resume at ``n`` state partitions: how a recovery restores with more capacity
         (``runner --state-partitions``). Spark rewrites the state only of a checkpoint that ends
         on a committed batch, and a killed driver may leave one in flight: then first a
-        one-batch (``once``) run at the old layout replays it as planned. A user's code may
+        one-batch (``once``) run at the old layout replays it as planned, unless no reader can
+        see what that batch wrote: then it is skipped (Spark commits it empty, the resumed query
+        reads its records again at ``n``; :func:`operators.query.sinks.forget_unfinished_batch`).
+        A user's code may
         write Spark's file sink, whose log must record the repartition's batch: the checkpoint's
         owner record names it (written at every start); a checkpoint from before it was kept
         cannot tell, and then the one-batch run, whose query names the sink, comes first even
@@ -173,7 +177,10 @@ class JobRunner:
         known, file_sink = state.known_file_sink(info.owner)
         if not known and not self.starter.sink_needs_query:
             known = True  # our pipeline never writes Spark's file sink
-        ran_once = info.uncommitted_batch is not None or not known
+        in_flight = info.uncommitted_batch
+        skip = in_flight is not None and known and forget_unfinished_batch(
+            self.spark, self.spec.sink, file_sink, in_flight)
+        ran_once = (in_flight is not None and not skip) or not known
         if ran_once:
             with timed(self.start_steps, Step.DRAIN):
                 once = self._run_one_batch(f"the batch before repartitioning to {n}")
@@ -183,7 +190,7 @@ class JobRunner:
             self.last_committed_batch = info.last_committed_batch
         try:
             res = state.repartition(self.spark, loc, n, file_sink=file_sink,
-                                    steps=self.start_steps)
+                                    steps=self.start_steps, skip_uncommitted=skip)
         except state.RepartitionError as e:
             if not e.rolled_back:
                 raise
@@ -196,6 +203,7 @@ class JobRunner:
             self.last_committed_batch = res.batch
         log.info("repartitioned at start", partitions_before=old, partitions=n, batch=res.batch,
                  rows_before=res.rows_before, rows_after=res.rows_after, one_batch_run=ran_once,
+                 skipped_batch=in_flight if skip else None,
                  seconds=round(time.monotonic() - t0, 1))
 
     def submit(self, request: ActionRequest) -> ActionRecord:
@@ -270,27 +278,25 @@ class JobRunner:
         self.file_sink = state.file_sink_path(self.query)  # a repartition logs its batch there
 
     def stop_at_boundary(self, steps: dict[str, float] | None = None) -> None:
-        """Stop between batches, so the checkpoint ends on a committed batch.
+        """Stop between batches, so the checkpoint ends on a committed batch: a stop for a
+        restart (:meth:`stop_for_restart`), then the batch it caught in flight, if any, run to
+        its commit (:meth:`drain`)."""
+        batch = self.stop_for_restart(steps)
+        if batch is not None:
+            self.drain(batch, steps)
 
-        First look for a gap between triggers (``isTriggerActive`` False) for as long as one is
-        expected (:func:`operators.driver.gap.gap_wait_seconds`). A job whose batches outlast
-        the trigger interval has no gap: then stop at once and, if
-        the stop caught a batch in flight, finish it with a one-batch (``once``) run: it replays
-        the planned batch from the offsets log and ends on a batch boundary. (``availableNow``
-        would instead drain the whole backlog at the old capacity: measured 100 s under a
-        6 M-record backlog, the very moment a scale-out is needed.)
-        """
+    def drain(self, batch: int, steps: dict[str, float] | None = None) -> None:
+        """Finish ``batch``, left in flight by a stop, with a one-batch (``once``) run: it
+        replays the planned batch from the offsets log and ends on a batch boundary.
+        (``availableNow`` would instead drain the whole backlog at the old capacity: measured
+        100 s under a 6 M-record backlog, the very moment a scale-out is needed.)"""
         assert self.spark is not None
-        with timed(steps, Step.STOP_WAIT):
-            info = self._stop_in_gap()
+        log.info("stop caught a batch in flight; draining it", batch=batch)
+        with timed(steps, Step.DRAIN):
+            self._run_one_batch(f"draining batch {batch} (in flight at the stop)", track=True)
+            info = state.inspect(self.spec.checkpoint.location)
         if info.uncommitted_batch is not None:
-            log.info("stop caught a batch in flight; draining it", batch=info.uncommitted_batch)
-            with timed(steps, Step.DRAIN):
-                self._run_one_batch(
-                    f"draining batch {info.uncommitted_batch} (in flight at the stop)", track=True)
-                info = state.inspect(self.spec.checkpoint.location)
-            if info.uncommitted_batch is not None:
-                raise RuntimeError(f"batch {info.uncommitted_batch} still uncommitted after drain")
+            raise RuntimeError(f"batch {info.uncommitted_batch} still uncommitted after drain")
         with self._progress:
             self.last_committed_batch = info.last_committed_batch
 
@@ -330,7 +336,9 @@ class JobRunner:
         """Stop for a restart on the same checkpoint layout (same state partitions); the batch
         the stop caught in flight, if any, which the next query replays.
 
-        Like :meth:`stop_at_boundary` it first looks for a gap between triggers, but a batch
+        It first looks for a gap between triggers (``isTriggerActive`` False) for as long as one
+        is expected (:func:`operators.driver.gap.gap_wait_seconds`): a job whose batches outlast
+        the trigger interval has none, and is stopped at once. A batch
         caught in flight is left to the next query: a restarted query replays the planned
         batch from the offsets log (Spark's own recovery, the one a failure takes) on the
         capacity the restart is for. Draining it first would run it on the old layout — under
@@ -342,8 +350,7 @@ class JobRunner:
         with self._progress:
             self.last_committed_batch = info.last_committed_batch
         if info.uncommitted_batch is not None:
-            log.info("stop caught a batch in flight; the restart replays it",
-                     batch=info.uncommitted_batch)
+            log.info("stop caught a batch in flight", batch=info.uncommitted_batch)
         return info.uncommitted_batch
 
     def committed(self) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import uuid
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -69,6 +70,43 @@ class FilesBatchWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         writer = batch.write.mode("overwrite").format(self.fmt)
         writer.options(**TEXT_OPTIONS.get(self.fmt, {})).save(self.batch_path(batch_id))
+
+
+def forget_unfinished_batch(spark: SparkSession, sink: Sink | None, file_sink: str | None,
+                            batch: int) -> bool:
+    """Whether a batch a stop left unfinished may be skipped (committed empty, its records read
+    again by the next query) with exactly once kept: True when, after this call, no reader
+    sees anything the batch wrote.
+
+    * Spark's file sink (``file_sink``, a user script's ``format("parquet").option("path")``):
+      readers list only the files its log records; the batch is invisible while the log has no
+      entry for it (:func:`operators.state.sink_never_committed`; if it has one, the sink
+      committed the batch and it must be run to its commit instead).
+    * our ``files`` sink: readers take every ``batch_id=<n>`` directory up to the last
+      committed batch, so the batch's directory (a partial or a whole attempt) is deleted here,
+      before anything commits the batch.
+    * ``noop``: nothing is written.
+    * ``kafka``, ``memory``, ``console``, a user's ``foreachBatch``: what an unfinished batch
+      wrote cannot be taken back or told apart: False (the caller runs the batch to its commit).
+    """
+    from operators import state
+
+    if file_sink is not None:
+        return state.sink_never_committed(spark, file_sink, batch)
+    if sink is None:
+        return False
+    if sink.type == "noop":
+        return True
+    if sink.type == "files" and sink.path:
+        out = state.open_store(sink.path)
+        rel = f"batch_id={batch}"  # FilesBatchWriter.batch_path, relative to the sink's path
+        if out.local:
+            shutil.rmtree(out.path(rel), ignore_errors=True)
+        else:  # an object store has keys, no directories
+            for entry in out.files(rel):
+                out.delete(entry.rel)
+        return not out.exists(rel)
+    return False
 
 
 class KafkaBatchWriter:

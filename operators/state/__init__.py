@@ -25,6 +25,7 @@ from operators.state.repartition import (
     file_sink_path,
     repartition,
     rollback_unfinished,
+    sink_never_committed,
 )
 from operators.state.rows import state_rows
 from operators.state.store import CheckpointStore, configure_object_store, open_store
@@ -47,6 +48,7 @@ __all__ = [
     "repartition",
     "restore",
     "rollback_unfinished",
+    "sink_never_committed",
     "state_rows",
     "write_owner",
 ]

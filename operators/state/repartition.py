@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from contracts.runner_api import Step
 from operators.errors import OperatorsError, first_line
@@ -85,15 +85,40 @@ def file_sink_path(query: StreamingQuery) -> str | None:
     return None
 
 
-def _record_sink_batch(spark: SparkSession, sink_path: str, batch: int) -> None:
-    """An empty ``_spark_metadata`` entry for ``batch`` (the repartition's), with Spark's log."""
+def _sink_log(spark: SparkSession, sink_path: str) -> Any:
+    """Spark's ``FileStreamSinkLog`` of the file sink at ``sink_path``."""
     view = jvm(spark)
     sinks = view.org.apache.spark.sql.execution.streaming.sinks
-    log = sinks.FileStreamSinkLog(sinks.FileStreamSinkLog.VERSION(), spark._jsparkSession,
-                                  f"{sink_path.rstrip('/')}/_spark_metadata",
-                                  view.scala.Option.empty())
+    return sinks.FileStreamSinkLog(sinks.FileStreamSinkLog.VERSION(), spark._jsparkSession,
+                                   f"{sink_path.rstrip('/')}/_spark_metadata",
+                                   view.scala.Option.empty())
+
+
+def _sink_latest(log: Any) -> int | None:
     latest = log.getLatestBatchId()
-    if latest.isDefined() and int(latest.get()) >= batch:
+    return int(latest.get()) if latest.isDefined() else None
+
+
+def sink_never_committed(spark: SparkSession, sink_path: str | None, batch: int) -> bool:
+    """Whether ``batch`` may be skipped rather than run to its commit: the query writes
+    Spark's file sink (``sink_path``) and the sink's log has no entry for ``batch``, so no
+    reader sees anything the batch wrote (the log lists the files of committed batches only).
+    Another sink (``foreachBatch``, Kafka, ...) cannot tell what an unfinished batch wrote:
+    False."""
+    if sink_path is None:
+        return False
+    latest = _sink_latest(_sink_log(spark, sink_path))
+    return latest is None or latest < batch
+
+
+def _record_sink_batch(spark: SparkSession, sink_path: str, batch: int) -> None:
+    """An empty ``_spark_metadata`` entry for ``batch`` (a repartition's or a skipped one),
+    with Spark's log."""
+    view = jvm(spark)
+    sinks = view.org.apache.spark.sql.execution.streaming.sinks
+    log = _sink_log(spark, sink_path)
+    latest = _sink_latest(log)
+    if latest is not None and latest >= batch:
         return  # already there (a retried repartition)
     empty = gateway(spark).new_array(sinks.SinkFileStatus, 0)
     if not log.add(batch, empty):
@@ -103,11 +128,18 @@ def _record_sink_batch(spark: SparkSession, sink_path: str, batch: int) -> None:
 def repartition(
     spark: SparkSession, location: str, partitions: int, *, check_rows: bool = True,
     file_sink: str | None = None, steps: dict[str, float] | None = None,
+    skip_uncommitted: bool = False,
 ) -> RepartitionResult:
     """Repartition the state of a *stopped* query to ``partitions``; roll back on failure.
 
     ``steps`` receives the seconds of each :class:`contracts.runner_api.Step` (snapshot,
     count_rows, rewrite, verify), also when it fails.
+
+    ``skip_uncommitted``: a batch the stop left in flight is skipped instead of refused (Spark
+    commits it empty and the resumed query reads its records again, on the new layout): only
+    where no reader sees what the batch wrote, so exactly once still holds: the caller checks
+    (:func:`operators.query.sinks.forget_unfinished_batch`). Spark's file sink (``file_sink``)
+    then gets an empty log entry for it, as for the repartition's batch.
 
     Raises ``ValueError`` for a request that cannot run (no committed batch, same count,
     ``partitions < 1``) without touching anything, :class:`RepartitionError` after a rollback.
@@ -117,10 +149,12 @@ def repartition(
     info = inspect(location)
     if info.last_committed_batch is None or info.partitions is None:
         raise ValueError(f"checkpoint {location} has no committed batch to repartition")
-    if info.uncommitted_batch is not None:
+    skipped = info.uncommitted_batch if skip_uncommitted else None
+    if info.uncommitted_batch is not None and skipped is None:
         raise ValueError(
             f"checkpoint {location} has an uncommitted batch {info.uncommitted_batch}: resume "
-            "the query until it commits before repartitioning"
+            "the query until it commits before repartitioning (a file sink's batch that never "
+            "reached the sink's log may be skipped instead)"
         )
     if partitions == info.partitions:
         raise ValueError(f"state already has {partitions} partitions")
@@ -136,10 +170,11 @@ def repartition(
         _fault("repartition-before-write")
         with timed(steps, Step.REWRITE):
             manager = spark._streamingCheckpointManager
-            manager.repartition(location, partitions, enforce_exactly_once_sink=True)
+            manager.repartition(location, partitions,
+                                enforce_exactly_once_sink=skipped is None)
         _fault("repartition-after-write")
         step = "verify partitions"
-        new_batch = info.last_committed_batch + 1
+        new_batch = (info.last_committed_batch if skipped is None else skipped) + 1
         with timed(steps, Step.VERIFY):
             got = partitions_of(cp, new_batch)
             if got != partitions:
@@ -156,14 +191,17 @@ def repartition(
         if file_sink is not None:
             step = "file sink log"
             with timed(steps, Step.VERIFY):
-                _record_sink_batch(spark, file_sink, new_batch)
+                for batch in (skipped, new_batch):  # one entry per batch, empty ones too
+                    if batch is not None:
+                        _record_sink_batch(spark, file_sink, batch)
     except Exception as e:  # every failure rolls back, then is reported
         detail = first_line(e)
         try:
             _fault("repartition-rollback", OSError)
             snapshot.restore()
             ok = partitions_of(cp, info.last_committed_batch) == info.partitions and (
-                inspect(location).last_offsets_batch == info.last_committed_batch
+                inspect(location).last_offsets_batch == (
+                    info.last_committed_batch if skipped is None else skipped)
             )
         except (OSError, CheckpointError):
             ok = False

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from contracts.manifests import load_job
 from operators import state
@@ -322,3 +323,36 @@ def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_
     assert st["resumedFromBatch"] == last and st["lastCommittedBatch"] == last, st
     assert all(_metric(r2.metrics(), m) == 0 for m in waiting), r2.metrics()
     assert r2.stop() == 0
+
+
+SLOW_ROW = "java_method('java.lang.Thread', 'sleep', cast(4 as bigint)) IS NULL OR true"
+"""A filter that keeps every row and takes 4 ms per row: batches of 300 records take ~1.2 s
+on the job's 1 s trigger, so they run back to back and a stop always catches one in flight."""
+
+
+def test_a_repartition_skips_the_batch_in_flight_that_no_reader_saw(start_runner, tmp_path,
+                                                                     local_spark):
+    """Batches back to back: the stop for a repartition catches one in flight. The files sink's
+    readers take only committed batches' directories, so the batch is skipped, not run to its
+    end in a query of its own: its directory deleted, Spark commits it empty, the resumed query
+    reads its records again on the new layout, and every record is counted once."""
+    job = write_job(tmp_path / "job", rate=600)
+    doc = yaml.safe_load(job.read_text())
+    doc["spec"]["pipeline"].insert(0, {"type": "filter", "name": "slow", "condition": SLOW_ROW})
+    job.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    r = start_runner(["--job", str(job), "--max-records-per-batch", "300"], max_executors=1)
+    _batches_after(r, 0, 3)
+    act = r.action("/repartition", {"partitions": 8})
+    print("repartition with a batch in flight", json.dumps(act["timings"]),
+          json.dumps(act["steps"]), act["result"])
+    assert act["state"] == "succeeded", act
+    skipped = act["result"].get("skipped_batch")
+    assert skipped is not None, act["result"]  # back to back: the stop caught one
+    assert "drain" not in act["steps"], act["steps"]
+    cp = tmp_path / "job" / "cp"
+    assert state.inspect(str(cp)).last_committed_batch is not None
+    assert act["result"]["repartition_batch"] == skipped + 1
+    assert state.partitions_of(cp, skipped + 1) == 8
+    _batches_after(r, skipped + 1, 2)
+    assert r.stop() == 0
+    _verify(job, local_spark)
