@@ -75,27 +75,34 @@ class RunnerActuator:
             "predicted_rate": d.sizing.target_capacity_rate,
         }
         self.acting = (record["t"], d)
+        steps: dict[str, float] = {}
         try:
-            self._carry_out(d)
+            self._carry_out(d, steps)
         finally:
             self.acting = None
         record["t_end"] = round(time.time() - self.t0, 1)  # the runner idle again (or restarted)
+        record["steps"] = {k: round(v, 2) for k, v in steps.items()}
         self.actions.append(record)
 
-    def _carry_out(self, d: Decision) -> None:
+    def _carry_out(self, d: Decision, steps: dict[str, float]) -> None:
+        """Carry ``d`` out; ``steps`` gets the seconds of each of the runner's steps for it
+        (contracts.runner_api.Step; a recovery's are the new runner's start)."""
         if d.action is Action.RECOVER:
             self._recover(d)
+            _add_steps(steps, self.runner.client.status().start_steps)
         else:
             client = self.runner.client
             if d.target_executors is not None:
                 client.set_executors(d.target_executors)
-                client.wait_idle()
+                done = client.wait_idle()
+                _add_steps(steps, done.steps if done is not None else {})
             if d.action is Action.REPARTITION and d.target_partitions is not None:
                 client.repartition(d.target_partitions,
                                    max_records_per_batch=d.max_records_per_batch)
                 last = client.wait_idle()
                 if last is not None and last.state == ActionState.FAILED:
                     raise RuntimeError(f"repartition failed: {last.error}")
+                _add_steps(steps, last.steps if last is not None else {})
 
     def _recover(self, d: Decision) -> None:
         self.runner.kill()  # whatever is left of the old driver
@@ -104,6 +111,11 @@ class RunnerActuator:
         self.runner.start(executors=d.target_executors, state_partitions=d.target_partitions,
                           max_records_per_batch=d.max_records_per_batch)
         self.recovered_at.append(time.time() - self.t0)
+
+
+def _add_steps(into: dict[str, float], steps: dict[str, float]) -> None:
+    for k, v in steps.items():
+        into[k] = into.get(k, 0.0) + v
 
 
 @dataclass(frozen=True)

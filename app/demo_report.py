@@ -439,9 +439,10 @@ def write_html(
     decisions: list[dict[str, Any]],
     actions: Sequence[dict[str, Any]] = (),
 ) -> None:
-    """report.html: the plot (embedded), the summary, the actions carried out (start and end),
-    each scale-out's predicted against achieved capacity (a shortfall named) and the decisions
-    that changed something, with their messages."""
+    """report.html: the plot (embedded), the summary, the actions carried out (start and end,
+    the runner's steps: where the downtime went), each scale-out's predicted against achieved
+    capacity (a shortfall named) and the decisions that changed something, with their
+    messages."""
     img = base64.b64encode(png.read_bytes()).decode() if png.exists() else ""
     rows = "".join(
         f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(json.dumps(v))}</td></tr>"
@@ -450,7 +451,8 @@ def write_html(
     done = "".join(
         f"<tr><td>{a['t']:.0f}</td><td>{_seconds(a.get('t_end'))}</td>"
         f"<td>{html.escape(str(a['action']))}</td><td>{html.escape(str(a['reason']))}</td>"
-        f"<td>{_cell(a.get('executors'))}</td><td>{_cell(a.get('partitions'))}</td></tr>"
+        f"<td>{_cell(a.get('executors'))}</td><td>{_cell(a.get('partitions'))}</td>"
+        f"<td>{html.escape(step_line(a.get('steps') or {}))}</td></tr>"
         for a in actions
     )
     acts = "".join(
@@ -470,11 +472,18 @@ def write_html(
         f"<img id=timeline alt=timeline src='data:image/png;base64,{img}' style='width:100%'>"
         f"<h2>Summary</h2><table>{rows}</table>"
         "<h2>Actions carried out</h2><table><tr><th>start (s)</th><th>end (s)</th>"
-        f"<th>action</th><th>reason</th><th>executors</th><th>partitions</th></tr>{done}</table>"
+        "<th>action</th><th>reason</th><th>executors</th><th>partitions</th>"
+        f"<th>runner steps (s)</th></tr>{done}</table>"
         f"<h2>Predicted against achieved capacity</h2><ul>{graded_items}</ul>"
         f"<h2>Decisions that changed something</h2><table>{acts}</table>",
         encoding="utf-8",
     )
+
+
+def step_line(steps: dict[str, float]) -> str:
+    """The runner's steps of one action, slowest first: where its downtime went."""
+    ranked = sorted(steps.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{k} {v:.1f}" for k, v in ranked)
 
 
 def _seconds(value: float | None) -> str:

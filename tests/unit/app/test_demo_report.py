@@ -18,7 +18,9 @@ from app.demo_report import (
     live_line,
     source_trace,
     stack_labels,
+    step_line,
     trace_lead,
+    write_html,
     write_timeline,
 )
 from contracts.history import ScalingHistory
@@ -340,3 +342,15 @@ def test_while_stopped_nothing_without_a_commit_or_a_trace_clock(tmp_path: Path)
     uncommitted = _checkpoint(tmp_path, round(T0 * 1e6), committed=False)
     assert backlog_while_stopped("Down", uncommitted, BurstClock(TRACE), T0 + 5) is None
     assert backlog_while_stopped("Down", uncommitted, None, T0 + 5) is None
+
+
+def test_an_actions_runner_steps_are_listed_slowest_first(tmp_path: Path) -> None:
+    steps = {"stop_wait": 0.2, "rewrite": 3.5, "count_rows": 4.25, "first_commit": 2.0}
+    assert step_line(steps) == (
+        "count_rows 4.2, rewrite 3.5, first_commit 2.0, stop_wait 0.2")
+    html = tmp_path / "report.html"
+    action = {"t": 30.0, "t_end": 42.0, "action": "repartition", "reason": "RepartitionStateBound",
+              "executors": 2, "partitions": 2, "steps": steps}
+    write_html(html, {"exactly_once": True}, tmp_path / "none.png", [], [action])
+    assert "<th>runner steps (s)</th>" in html.read_text(encoding="utf-8")
+    assert "count_rows 4.2, rewrite 3.5" in html.read_text(encoding="utf-8")
