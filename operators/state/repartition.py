@@ -1,6 +1,7 @@
 """Repartition a stopped query's state from its checkpoint, with rollback (the SEEP move).
 
-Usage (the query must be stopped at a batch boundary first)::
+Usage (the query must be stopped; a batch it left in flight is refused, or skipped with
+``skip_uncommitted`` where no reader saw what it wrote)::
 
     result = repartition(spark, "/data/cp", 8)
     result.partitions_before, result.partitions_after, result.seconds
@@ -153,8 +154,8 @@ def repartition(
     if info.uncommitted_batch is not None and skipped is None:
         raise ValueError(
             f"checkpoint {location} has an uncommitted batch {info.uncommitted_batch}: resume "
-            "the query until it commits before repartitioning (a file sink's batch that never "
-            "reached the sink's log may be skipped instead)"
+            "the query until it commits before repartitioning (or skip it, where no reader "
+            "saw what it wrote: skip_uncommitted)"
         )
     if partitions == info.partitions:
         raise ValueError(f"state already has {partitions} partitions")

@@ -109,9 +109,10 @@ class ControllerProc:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONPATH": str(REPO),
                "STREAM_AUTOSCALER_LOG_LEVEL": "info"}
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_dir / f"controller-{self.identity}.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                     cwd=REPO)
+        # the child keeps its own descriptor of the log: ours is closed once it has started
+        with open(self.log_dir / f"controller-{self.identity}.log", "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         cwd=REPO)
         wait_for("controller /healthz", self.healthy, timeout=60)
         return self
 

@@ -74,6 +74,7 @@ def exporter() -> Iterator[int]:
     t.join(timeout=5)
     if isinstance(server, tuple):
         server[0].shutdown()
+        server[0].server_close()  # the listening socket (else a ResourceWarning at collection)
 
 
 @pytest.fixture(scope="module")

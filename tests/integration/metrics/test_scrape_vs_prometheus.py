@@ -64,6 +64,7 @@ def exporter_port() -> Iterator[int]:
     stop.set()
     t.join(timeout=5)
     server.shutdown()
+    server.server_close()  # the listening socket (else a ResourceWarning at collection)
 
 
 @pytest.fixture(scope="module")

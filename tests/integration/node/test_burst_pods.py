@@ -111,9 +111,10 @@ def test_burst_story_on_real_pods(
     release = "sa"
     figures: dict[str, Any] = {}
     watch_log = tmp_path / "watch.txt"
-    watch = subprocess.Popen(
-        [str(kubectl.path), "get", "streamjobs", "-n", ns, "--watch"],
-        stdout=watch_log.open("w"), stderr=subprocess.STDOUT, env=kubectl.env, text=True)
+    with watch_log.open("w") as out:  # the child keeps its own descriptor
+        watch = subprocess.Popen(
+            [str(kubectl.path), "get", "streamjobs", "-n", ns, "--watch"],
+            stdout=out, stderr=subprocess.STDOUT, env=kubectl.env, text=True)
     try:
         # 1. the controller in pods
         install(helm, story, overlay_values(real_node, ns, tmp_path), release)

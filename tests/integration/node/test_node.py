@@ -304,6 +304,7 @@ def test_the_image_does_not_contain_the_build_proxy_ca(
                 if any(n in data for n in needles):
                     found.append(member.name)
         assert export.wait() == 0
+        export.stdout.close()  # type: ignore[union-attr]  # the pipe (tarfile leaves it open)
     finally:
         subprocess.run(["/usr/bin/docker", "rm", cid], env=docker_env, capture_output=True)
     assert files > 1000, files
