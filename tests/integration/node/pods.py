@@ -245,8 +245,14 @@ def kill_driver_and_recover(story: Story, figures: dict[str, Any]) -> RunnerStat
     """``kubectl delete pod <driver> --grace-period=1``, then `RecoverFromFailure`, a new
     driver pod and a batch after ``resumedFromBatch``, resumed no earlier than the batch the
     killed driver had committed. Figures: the new pod's start, kill -> first batch, the batch
-    resumed from. Returns the recovered runner's status."""
-    before = runner_status(story)
+    resumed from, the state partitions at the kill. Returns the recovered runner's status.
+
+    The kill waits for no action to be in progress, so the layout it interrupts is known: a
+    repartition the controller starts in the second before the kill cannot finish its rewrite
+    in it, and the new driver rolls an unfinished one back."""
+    before = story.wait("no action in progress (the layout at the kill)", lambda: (
+        lambda r: r if r.action is None else None)(runner_status(story)), 240)
+    figures["partitions_at_kill"] = before.partitions
     old = next(p for p in story.pods("spark-role=driver"))
     killed_at = time.monotonic()
     story.kubectl("delete", "pod", old["metadata"]["name"], "-n", story.ns, "--grace-period=1")
