@@ -171,8 +171,8 @@ class SimulatedJob:
         self.holders = min(self.holders, self.live())
 
     def restart(self, executors: int, partitions: int, admission: int | None = None) -> None:
-        """Stop at the next batch boundary, repartition to ``partitions``, resume on
-        ``executors``; the resumed query's batches read at most ``admission`` records (None: the
+        """Stop (at once, the batch in flight given up, when the model's sink allows it; else at
+        the next batch boundary), repartition to ``partitions``, resume on ``executors``; the resumed query's batches read at most ``admission`` records (None: the
         model's own cap), like the runner's source rate limit, read when a query starts."""
         if not self.driver_up or self.resume_at is not None:
             return
@@ -181,8 +181,24 @@ class SimulatedJob:
         self.restart_requested_at = self.t
         if executors > len(self.ready):  # new executors register while the batch finishes
             self.scale(executors)
+        if self.batch is not None and self._gives_up_batch():
+            self.taken -= self.batch.records  # read again by the resumed query
+            self.batch = None
         if self.batch is None:
             self._begin_restart()
+
+    def _gives_up_batch(self) -> bool:
+        """Whether a restart stops the batch in flight instead of waiting for its commit: the
+        runner's rule (operators/driver/gap.py), where the sink allows it. Batches that outlast
+        the trigger run back to back and no gap comes, so it stops at once; shorter ones leave
+        a gap after each, and it waits for it (here: for the commit, when the batch in flight
+        ends within a trigger)."""
+        b, m = self.batch, self.model
+        if b is None or not m.restart_skips_batch:
+            return False
+        last = self.batches[-1] if self.batches else None
+        overran = last is not None and last.end - last.start >= m.trigger_seconds
+        return overran or b.end - self.t > m.trigger_seconds
 
     def kill_driver(self) -> None:
         """The driver dies: the batch in flight is lost and the executors go with it."""

@@ -121,6 +121,14 @@ class JobModel(Model):
         description="Stop at a batch boundary and resume the query (s): session start ~6 s, "
         "first result ~9 s (docs/spark-facts.md).",
     )
+    restart_skips_batch: bool = Field(
+        default=True,
+        description="A restart gives up the batch in flight when batches run back to back (the "
+        "last one outlasted the trigger) and the resumed query reads its records again on the new "
+        "layout, as the runner does where no reader saw that batch (its files sink, Spark's file "
+        "sink, noop). false: the restart waits for the batch to commit (Kafka, memory and "
+        "foreachBatch sinks).",
+    )
     repartition_bytes_per_second: float = Field(
         default=8.8e6,
         ge=1e3,

@@ -14,8 +14,8 @@ clairvoyant (it knows the whole trace) but plans with what the job model deliver
   completed: in the simulator only a restart spreads the stateful stage over new executors
   (docs/simulator.md), so a scale-out is a same-partition restart that resumes once the new
   executors have registered (``executorStartSeconds``) and the restart is over
-  (``restartSeconds`` after the batch in flight ends). The plan assumes nothing is processed for
-  ``ceil(max(start delay, trigger + restart) / dt)`` steps and makes no other change meanwhile;
+  (``restartSeconds``, after the batch in flight ends unless the restart gives it up). The plan
+  assumes nothing is processed for :func:`delay_steps` and makes no other change meanwhile;
 - a scale-in is immediate (no restart: the remaining executors keep their state);
 - the SLO holds when at the end of every step the backlog is one whose oldest record, once the
   whole batch holding it commits, is younger than the planning SLO (:func:`_held`), and at the
@@ -36,7 +36,7 @@ the reported row always comes from a schedule that met the SLO in the simulator 
 schedule can). Where a static size is cleaner or cheaper, the cheapest static size whose replay
 is clean is taken instead (:func:`cheapest_clean_static`): ``oracle-plus`` never violates the SLO
 where a static schedule does not, and never costs more than the cheapest static schedule that
-meets it, and it costs at most 1.4x the fluid oracle on every bundled trace
+meets it, and it costs at most 1.45x the fluid oracle on every bundled trace
 (``test_oracle_plus.py::test_replay_meets_the_slo_on_every_bundled_trace``; per scenario: the
 ``x oracle`` column of ``make bench``).
 """
@@ -192,9 +192,10 @@ def _held(
 
 
 def delay_steps(model: JobModel, dt: float) -> int:
-    """Steps a scale-out delivers nothing: the executors' start, or the restart after the
-    batch in flight (one trigger), whichever is later."""
-    wait = max(model.executor_start_seconds, model.trigger_seconds + model.restart_seconds)
+    """Steps a scale-out delivers nothing: the executors' start, or the restart (after the
+    batch in flight, one trigger, unless the restart gives that batch up), whichever is later."""
+    in_flight = 0.0 if model.restart_skips_batch else model.trigger_seconds
+    wait = max(model.executor_start_seconds, in_flight + model.restart_seconds)
     return max(1, math.ceil(wait / dt - 1e-9))
 
 

@@ -99,6 +99,36 @@ def test_repartition_downtime_is_restart_plus_state_over_speed() -> None:
     assert j.partitions == 4 and j.counters.repartitions == 1
 
 
+@pytest.mark.parametrize("skips", [True, False])
+def test_a_restart_gives_up_a_back_to_back_batch_where_the_sink_allows(skips: bool) -> None:
+    """Batches that outlast the trigger leave no gap: the runner stops at once and the batch in
+    flight is read again after the restart (restartSkipsBatch); otherwise the stop waits for
+    its commit. No record is lost either way."""
+    model = JobModel(restart_skips_batch=skips)
+    j = SimulatedJob(model, parse_trace("t,load\n0,3\n120,3\n"), executors=1,
+                     state_partitions=1, slo_seconds=30)  # fmt: skip
+    j.advance(30)
+    running = j.batch
+    assert running is not None and running.end - running.start > model.trigger_seconds
+    j.restart(2, 1)
+    down_from = j.t if skips else running.end
+    assert (j.batch is None) == skips
+    j.advance(120)
+    assert j.counters.resumed[0] == pytest.approx(
+        max(down_from + model.restart_seconds, 30 + model.executor_start_seconds)
+    )
+    assert j.conservation_error() < 1e-6
+
+
+def test_a_restart_waits_for_a_short_batch_even_where_the_sink_allows() -> None:
+    j = job()
+    j.advance(20.1)  # load 1 on two executors: 0.8 s batches, a gap after each
+    running = j.batch
+    assert running is not None
+    j.restart(2, 4)
+    assert j.batch is running  # the gap after it comes within a trigger
+
+
 def test_killed_driver_loses_the_batch_and_waits_for_recover() -> None:
     j = job()
     j.advance(30.5)  # mid-batch
