@@ -171,9 +171,10 @@ class SimulatedJob:
         self.holders = min(self.holders, self.live())
 
     def restart(self, executors: int, partitions: int, admission: int | None = None) -> None:
-        """Stop (at once, the batch in flight given up, when the model's sink allows it; else at
-        the next batch boundary), repartition to ``partitions``, resume on ``executors``; the resumed query's batches read at most ``admission`` records (None: the
-        model's own cap), like the runner's source rate limit, read when a query starts."""
+        """Stop (at once, the batch in flight given up, where :meth:`_gives_up_batch`; else at
+        the next batch boundary), repartition to ``partitions``, resume on ``executors``; the
+        resumed query's batches read at most ``admission`` records (None: the model's own cap),
+        like the runner's source rate limit, read when a query starts."""
         if not self.driver_up or self.resume_at is not None:
             return
         self.admission = admission
