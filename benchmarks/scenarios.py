@@ -129,6 +129,21 @@ SCENARIOS = [
         policy={"executors": {"max": 20}},
     ),
     Scenario(
+        "burst-train-long",
+        "traces/burst-train-long.csv",
+        "6 bursts to 8x for 60 s, 240 s apart (longer than stabilization plus cooldown: each "
+        "scale-in is due, the next burst comes back)",
+        policy={"executors": {"max": 20}},
+    ),
+    Scenario(
+        "periodic-tight",
+        "traces/periodic-tight.csv",
+        "8 bursts to 6x for 60 s every 210 s under a 15 s SLO (reacting is too slow for it; the "
+        "history says when the next comes)",
+        policy={"executors": {"max": 12}, "lag": {"sloSeconds": 15}},
+    ),
+    Scenario("slow-sine", "traces/slow-sine.csv", "sine 1 -> 5 -> 1 over 30 min, twice"),
+    Scenario(
         "over-capacity",
         "traces/over-capacity.csv",
         "burst to 12 for 120 s, above what executors.max (8) can process: no schedule meets "

@@ -64,6 +64,11 @@ class HistoryEntry(Model):
     expected_rate: float | None = Field(
         default=None, description="Capacity the action was expected to deliver (records/s)."
     )
+    backlog_age_seconds: float | None = Field(
+        default=None,
+        description="Age of the oldest unprocessed record when the action started (s; action "
+        "entries).",
+    )
     until: float | None = Field(default=None, description="Blocked until this Unix time (s).")
     achieved_rate: float | None = Field(
         default=None,

@@ -82,6 +82,9 @@ class Reason(StrEnum):
     RECOVER_FAILURE = "RecoverFromFailure"
     SCALE_OUT_MEMORY = "ScaleOutForMemory"
     """More executors so the memory in use spreads below the target utilization."""
+    ANTICIPATED_BURST = "AnticipatedBurst"
+    """Executors added ahead of a burst the job's own history predicts (its past bursts came at
+    a regular period): they are up before it arrives (:mod:`controller.core.anticipation`)."""
     ADMISSION_CAP_BOUND = "AdmissionCapBound"
     """The admission cap the query started with binds (its batches read all of it, end early,
     and the job falls behind): restart at the same layout with a larger one

@@ -91,13 +91,15 @@ def record(
     *,
     rate_before: float | None = None,
     executors_before: int | None = None,
+    backlog_age: float | None = None,
     limits: HistoryLimits | None = None,
 ) -> ScalingHistory:
     """The history after ``decision``: its recommendation, and the action if one was taken."""
     lim = limits or HistoryLimits()
     h = record_recommendation(history, decision, now, limits=lim)
     if decision.acts:
-        h = h.add(action_entry(decision, now, rate_before, executors_before), now, lim)
+        entry = action_entry(decision, now, rate_before, executors_before, backlog_age)
+        h = h.add(entry, now, lim)
     return h
 
 
@@ -130,7 +132,11 @@ def record_recommendation(
 
 
 def action_entry(
-    decision: Decision, now: float, rate_before: float | None, executors_before: int | None = None
+    decision: Decision,
+    now: float,
+    rate_before: float | None,
+    executors_before: int | None = None,
+    backlog_age: float | None = None,
 ) -> HistoryEntry:
     """The history entry of ``decision`` carried out at ``now`` (the cooldown, the
     ineffective-scale-up check, the restart budget and the state's holders read it)."""
@@ -144,4 +150,5 @@ def action_entry(
         reason=decision.reason.value,
         rate_before=rate_before,
         expected_rate=decision.sizing.target_capacity_rate,
+        backlog_age_seconds=backlog_age,
     )

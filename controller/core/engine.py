@@ -23,7 +23,10 @@ The pipeline, in order (each step may end in a hold that says why):
    a while, for that kind of move only (Dhalion's blacklist); one that helped less than
    modelled has later gains credited only the share it delivered
    (:func:`~controller.core.guards.observed_gain_share`, Flink's scalability coefficient);
-5. a repartition or recovery caps the batches of the query it starts
+5. anticipation (:mod:`~controller.core.anticipation`): where the job's past bursts came at a
+   regular period, a hold that says the job is fine as it is gives way to the layout the last
+   burst needed, a lead before the next is due;
+6. a repartition or recovery caps the batches of the query it starts
    (:mod:`~controller.core.admission`), so what piled up while the job was down drains in batches
    the SLO allows instead of one giant batch; a cap that binds (its batches read all of it and
    end early while the job falls behind) is lifted first, by a restart at the same layout with
@@ -52,6 +55,7 @@ from dataclasses import replace
 
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
+from controller.core.anticipation import anticipate
 from controller.core.capacity import CapacityModel, state_holders
 from controller.core.caplift import lift
 from controller.core.decision import Decision, Diagnosis, Sizing
@@ -178,4 +182,5 @@ def _resize(x: Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
         return lifted
     d = demand(x, model)
     p = plan(x, model, d.required, d.arrival)
-    return band(x, model, d, p, sizing_of(x, model, d, p), diagnosis)
+    decided = band(x, model, d, p, sizing_of(x, model, d, p), diagnosis)
+    return anticipate(x, model, decided) or decided

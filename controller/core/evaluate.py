@@ -59,7 +59,9 @@ class Evaluation:
         if not self.decision.acts:
             return self
         s = self.snapshot
-        entry = action_entry(self.decision, self.time, s.processed_rate, s.executors)
+        entry = action_entry(
+            self.decision, self.time, s.processed_rate, s.executors, s.backlog_age_seconds
+        )
         return replace(self, acted=True, history=self.history.add(entry, self.time, self.limits))
 
     def refused(self, error: str) -> Evaluation:

@@ -13,7 +13,9 @@ as soon as the load allows, without waiting out the stabilization window (the hi
 minute of low load, says the burst is over for a while); one that does not is deferred. Either
 way the reason gives both figures (``test_recurrence.py``). The period is read only from the
 scale-outs still in the history (``maxAgeSeconds``, an hour by default): bursts that stop
-coming age out of it, and the stabilization window rules again.
+coming age out of it, and the stabilization window rules again. Scale-outs made ahead of a
+forecast burst (:mod:`~controller.core.anticipation`) are not read as bursts: they come a lead
+before the period's grid, and a forecast must not feed itself.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import NamedTuple
 
 from contracts.history import HistoryEntry, ScalingHistory
 from controller.core.inputs import Inputs
-from controller.core.reasons import RESTARTING_ACTIONS
+from controller.core.reasons import RESTARTING_ACTIONS, Reason
 from controller.core.repartition import repartition_downtime
 
 RECURRENCE_MIN_BURSTS = 3
@@ -46,6 +48,10 @@ class Recurrence(NamedTuple):
     """Seconds from now to the next burst the period predicts."""
     restarts: bool
     """The latest scale-out restarted the query (a repartition or a recovery)."""
+    jitter: float
+    """How far the gaps strayed from whole periods (s): the forecast's past accuracy."""
+    last: HistoryEntry
+    """The latest scale-out: the layout the last burst needed."""
 
 
 def _grows(e: HistoryEntry) -> bool:
@@ -57,19 +63,26 @@ def recurrence(history: ScalingHistory, now: float) -> Recurrence | None:
     """The period of the job's bursts and when the next is due, or None when the history holds
     fewer than :data:`RECURRENCE_MIN_BURSTS` scale-outs or their gaps are irregular
     (:data:`RECURRENCE_TOLERANCE`)."""
-    outs = [e for e in history.entries if e.kind == "action" and _grows(e)]
+    outs = [
+        e
+        for e in history.entries
+        if e.kind == "action" and _grows(e) and e.reason != Reason.ANTICIPATED_BURST
+    ]
     if len(outs) < RECURRENCE_MIN_BURSTS:
         return None
     gaps = [b.time - a.time for a, b in itertools.pairwise(outs)]
     period = min(gaps)
+    if period <= 0:
+        return None
     # a burst carried without a scale-out leaves a gap of two periods, not an irregular one
-    if period <= 0 or any(
-        abs(g - period * round(g / period)) > RECURRENCE_TOLERANCE * period for g in gaps
-    ):
+    jitter = max(abs(g - period * round(g / period)) for g in gaps)
+    if jitter > RECURRENCE_TOLERANCE * period:
         return None
     since = now - outs[-1].time
     next_in = period - since % period if since >= 0 else period
-    return Recurrence(len(outs), period, next_in, outs[-1].action in RESTARTING_ACTIONS)
+    return Recurrence(
+        len(outs), period, next_in, outs[-1].action in RESTARTING_ACTIONS, jitter, outs[-1]
+    )
 
 
 def weigh_scale_in(x: Inputs, n_cur: int, target: int) -> tuple[bool, str] | None:

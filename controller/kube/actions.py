@@ -249,5 +249,7 @@ def with_action(
 ) -> ScalingHistory:
     """``history`` with ``d`` carried out as of the intent's start: the same entry as every host
     records (``controller.core.action_entry``), within the status bounds."""
-    entry = action_entry(d, intent.started_at, snap.processed_rate, snap.executors)
+    entry = action_entry(
+        d, intent.started_at, snap.processed_rate, snap.executors, snap.backlog_age_seconds
+    )
     return history.add(entry, intent.started_at, STATUS_HISTORY)

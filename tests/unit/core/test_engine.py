@@ -491,6 +491,25 @@ CASES = [
             entries=(HistoryEntry(time=NOW - 15, kind="action", action="repartition", executors=2),)
         ),
     ),
+    Case(
+        "a burst due in 20 s that reacting met late is met ahead (test_anticipation.py)",
+        snapshot(arrival=10_000, executors=2),
+        (Action.SCALE, Reason.ANTICIPATED_BURST, 8, None),
+        history=ScalingHistory(
+            entries=tuple(
+                HistoryEntry(
+                    time=NOW - ago,
+                    kind="action",
+                    action="scale",
+                    executors=8,
+                    executors_before=2,
+                    reason=Reason.SCALE_OUT.value,
+                    backlog_age_seconds=25.0,
+                )
+                for ago in (430, 280, 130)
+            )
+        ),
+    ),
 ]
 
 

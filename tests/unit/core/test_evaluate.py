@@ -149,7 +149,8 @@ def test_evaluate_records_what_record_does(case: Case) -> None:
     done = d if ev.acted else d.model_copy(update={"enforced": False})
     expected = record(
         ScalingHistory(), done, NOW, rate_before=case.observed.processed_rate,
-        executors_before=case.observed.executors, limits=case.limits,
+        executors_before=case.observed.executors,
+        backlog_age=case.observed.backlog_age_seconds, limits=case.limits,
     )
     assert ev.history.entries == expected.entries
     learned = ev.decision.reason not in COST_UNLEARNED
