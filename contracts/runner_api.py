@@ -405,8 +405,9 @@ class Executors(WireModel):
 
 
 class Rates(WireModel):
-    """Records/s of the last batch (arrival: growth of the source's latest offset; 0 once
-    Spark reports the query idle, i.e. a trigger found no new data)."""
+    """Records/s of the last batch (arrival: growth of the source's latest offset, read after
+    each batch and during a long one; 0 once Spark reports the query idle, i.e. a trigger found
+    no new data)."""
 
     arrival_rows_per_second: float | None = None
     input_rows_per_second: float | None = None

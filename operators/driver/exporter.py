@@ -251,10 +251,11 @@ class RunnerMetrics:
                 else:
                     self.kafka_age.labels(j, topic, label).set(age)
             if backlog.arrived_total is not None:
-                prev = self._arrivals
-                if prev is not None and now > prev[0]:
-                    arrival = (backlog.arrived_total - prev[1]) / (now - prev[0])
-                self._arrivals = (now, backlog.arrived_total)
+                with self._lock:
+                    prev = self._arrivals
+                    if prev is not None and now > prev[0]:
+                        arrival = (backlog.arrived_total - prev[1]) / (now - prev[0])
+                    self._arrivals = (now, backlog.arrived_total)
         if arrival is None:
             arrival = p.get("inputRowsPerSecond")
         _set(self.arrival_rate.labels(j), arrival)
@@ -272,6 +273,24 @@ class RunnerMetrics:
                 backlog_age_seconds=backlog.age_seconds if backlog else None,
                 progress_at=now,
             )
+
+    def observe_arrived(self, arrived_total: float, now: float | None = None) -> None:
+        """The source's records arrived in all, read by the runner while a batch runs and
+        nothing commits (``JobRunner._probe_arrivals``): the arrival rate between two readings,
+        in the same series as the progress events' (a reading after a batch and one during the
+        next measure one rate). A job started into a burst runs a first batch of a minute on
+        one executor: without this its arrival was unknown until that batch committed, and the
+        engine held with NoMetrics while the burst piled up
+        (``test_latest_values.py::test_arrival_is_known_while_a_long_batch_runs``)."""
+        now = time.time() if now is None else now
+        with self._lock:
+            prev = self._arrivals
+            self._arrivals = (now, arrived_total)
+            if prev is None or now <= prev[0]:
+                return
+            arrival = max(0.0, arrived_total - prev[1]) / (now - prev[0])
+            self._latest = replace(self._latest, arrival_rows_per_second=arrival)
+        self.arrival_rate.labels(self.job).set(arrival)
 
     def observe_idle(self) -> None:
         """Spark's ``onQueryIdle``: a trigger found no new data in any source. Nothing waits and

@@ -59,6 +59,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger("operators.driver.runner")
 __all__ = ["ActionConflict", "ActionRecord", "JobRunner", "RunnerOptions"]
 
+ARRIVAL_PROBE_SECONDS = 5.0
+"""While a batch has run this long without committing, the runner asks the source how much has
+arrived (no progress event comes until the batch ends), and again at this interval: the arrival
+rate is known before a long first batch commits (:meth:`JobRunner._probe_arrivals`)."""
+
 
 class JobRunner:
     """Runs one StreamJob's query; the control endpoint and the CLI drive it. Its actions are
@@ -98,6 +103,7 @@ class JobRunner:
         self._poller: StagePoller | None = None
         self._lock_file: state.CheckpointLock | None = None
         self._query_started_at = 0.0
+        self._arrivals_probed_at = 0.0
         self.start_steps: dict[str, float] = {}
         """Seconds of each step of :meth:`start` (``/status`` ``startSteps``); ``first_commit``
         arrives with the first batch's progress."""
@@ -426,8 +432,25 @@ class JobRunner:
                 return
             started = max(running.started_at, self._query_started_at)
             self.metrics.observe_in_flight(running.batch, started, running.rows)
+            self._probe_arrivals(running.ends, started)
         except Exception:  # never let the metrics stop the watch
             log.debug("in-flight batch unknown", exc_info=True)
+
+    def _probe_arrivals(self, ends: tuple[Any, ...], started: float) -> None:
+        """The records arrived by now, from the source itself, once the batch in flight has run
+        :data:`ARRIVAL_PROBE_SECONDS` and at that interval after (a job started into a burst:
+        its first batch on one executor runs for a minute and nothing else reports arrival)."""
+        now = time.time()
+        probe = self._backlog_probe
+        if probe is None or not ends or now - started < ARRIVAL_PROBE_SECONDS:
+            return
+        if now - self._arrivals_probed_at < ARRIVAL_PROBE_SECONDS:
+            return
+        self._arrivals_probed_at = now
+        counts = [probe.arrived(end, now) for end in ends]
+        known = [c for c in counts if c is not None]
+        if known and len(known) == len(counts):
+            self.metrics.observe_arrived(sum(known), now)
 
     def publish_executors(self) -> None:
         if self.pool is not None:

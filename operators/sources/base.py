@@ -46,6 +46,13 @@ class BacklogProbe(Protocol):
         ``latestOffset``: JSON text). None when the offsets are not this source's kind."""
         ...
 
+    def arrived(self, end: object, now: float) -> float | None:
+        """Records the source holds by wall time ``now``, counted as :meth:`after_batch`'s
+        ``arrived_total`` counts them, asked while a batch that ends at ``end`` still runs (no
+        progress comes until it commits). None when the source cannot tell without a progress
+        event."""
+        ...
+
 
 class SourceAdapter(Protocol[S_contra]):
     """The data plane's view of one kind of manifest source (``S_contra``, its model)."""

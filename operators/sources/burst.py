@@ -81,6 +81,13 @@ class BurstBacklogProbe:
         b = self.clock.backlog(done.offset, now, done.run_start)
         return SourceBacklog(max(0.0, last - done.offset, b.records), b.age_seconds, b.arrived)
 
+    def arrived(self, end: object, now: float) -> float | None:
+        """The trace's clock: records arrived by ``now`` in the run ``end`` belongs to."""
+        done = burst_offset(end)
+        if done is None or done.run_start is None:
+            return None
+        return self.clock.backlog(done.offset, now, done.run_start).arrived
+
 
 class BurstAdapter:
     """:class:`operators.sources.base.SourceAdapter` of :class:`BurstSource`."""

@@ -26,6 +26,7 @@ Spark's ``latestOffset`` and the age is unknown (``None``, never 0).
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -155,7 +156,9 @@ class KafkaBacklog:
 class KafkaLagProbe:
     """Reads latest offsets and oldest-record timestamps from the broker (confluent-kafka).
 
-    One consumer with no group (nothing committed, nothing rebalanced), created on first use.
+    One consumer with no group (nothing committed, nothing rebalanced), created on first use,
+    used by one thread at a time: the listener's after a batch, the runner's watch during one
+    (:meth:`arrived`).
     """
 
     def __init__(self, source: KafkaSource, timeout: float = PROBE_TIMEOUT_SECONDS) -> None:
@@ -163,6 +166,7 @@ class KafkaLagProbe:
         self.timeout = timeout
         self._consumer: Any = None
         self._unavailable = False
+        self._lock = threading.Lock()
 
     def _client(self) -> Any:
         if self._consumer is None and not self._unavailable:
@@ -185,6 +189,12 @@ class KafkaLagProbe:
         self, end: TopicOffsets, spark_latest: TopicOffsets | None, now: float | None = None
     ) -> KafkaBacklog:
         """The backlog after a batch that ended at ``end`` (the progress's ``endOffset``)."""
+        with self._lock:
+            return self._backlog(end, spark_latest, now)
+
+    def _backlog(
+        self, end: TopicOffsets, spark_latest: TopicOffsets | None, now: float | None
+    ) -> KafkaBacklog:
         consumer = self._client()
         latest = dict(spark_latest or {})
         if consumer is not None:
@@ -229,6 +239,19 @@ class KafkaLagProbe:
             max(kb.partitions, self.source.min_partitions or 0),
             tuple((lag.topic, lag.partition, lag.behind, lag.age_seconds) for lag in kb.lags),
         )
+
+    def arrived(self, end: object, now: float) -> float | None:
+        """The topics' high watermarks summed (what ``latest_total`` sums after a batch); None
+        without the broker: Spark's own latest offset is only read when a batch is planned."""
+        done = topic_offsets(end)
+        if done is None:
+            return None
+        with self._lock:
+            consumer = self._client()
+            latest = self._watermarks(consumer, done) if consumer is not None else None
+        if latest is None:
+            return None
+        return float(sum(hi for parts in latest.values() for hi in parts.values()))
 
     def _watermarks(self, consumer: Any, end: TopicOffsets) -> TopicOffsets | None:
         from confluent_kafka import TopicPartition

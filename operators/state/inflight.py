@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from operators.offsets import planned_rows
+from operators.offsets import burst_offset, planned_rows
 from operators.state.checkpoint import CheckpointError, batches, read_offsets, store_of
 
 
@@ -37,6 +38,9 @@ class BatchInFlight:
     """Unix seconds (``batchTimestampMs`` / 1000), None when the log does not say."""
     rows: float | None
     """Records the batch reads, None when the offsets do not tell."""
+    ends: tuple[Any, ...] = ()
+    """The batch's planned end offsets, one per source, as the log holds them: what a source's
+    backlog probe measures the records arrived beyond (the runner's arrival before a commit)."""
 
 
 def batch_in_flight(location: str | Path) -> BatchInFlight | None:
@@ -57,6 +61,23 @@ def batch_in_flight(location: str | Path) -> BatchInFlight | None:
         if n - 1 in offsets:
             _, starts = read_offsets(cp, n - 1)
             rows = planned_rows(starts, ends)
-        return BatchInFlight(n, started, rows)
+        elif n == 0:
+            rows = _first_rows(ends)
+        return BatchInFlight(n, started, rows, tuple(ends))
     except (CheckpointError, OSError, ValueError):  # purged or half-written meanwhile
         return None
+
+
+def _first_rows(ends: list[Any]) -> float | None:
+    """Records a checkpoint's first batch reads: known for burst sources, whose offsets count
+    records from 0 at their run's start (a ``runStartUs`` in the offset); None for any other
+    (a Kafka topic's first batch starts wherever ``startingOffsets`` put it). A job started
+    into a burst runs a long first batch: its rows are what lets the engine size the job
+    before it commits (``test_batch_in_flight.py``)."""
+    total = 0.0
+    for end in ends:
+        b = burst_offset(end)
+        if b is None or b.run_start_us is None:
+            return None
+        total += b.offset
+    return total if ends else None

@@ -3,6 +3,7 @@ Kafka source -> pipeline -> Kafka sink path verified exactly once (local Spark).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,11 @@ def test_lag_probe_reads_offsets_behind_and_the_oldest_record_age(
     try:
         end = {topic: {0: 1_000, 1: 2_000}}  # partition 0 got 2,000 records, partition 1 too
         b = probe.backlog(end, None, now=time.time())
+        # asked during a batch (no progress yet): the topic's records by now, as after one
+        arrived = probe.arrived(json.dumps({topic: {"0": 1_000, "1": 2_000}}), time.time())
     finally:
         probe.close()
+    assert arrived == 4_000
     assert b.partitions == 2 and b.latest_total == 4_000
     assert b.records == 1_000 + 0
     lag = {(x.topic, x.partition): x for x in b.lags}

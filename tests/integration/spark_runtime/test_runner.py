@@ -325,9 +325,55 @@ def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_
     assert r2.stop() == 0
 
 
+def slow_row(ms: int) -> str:
+    """A filter condition that keeps every row and sleeps ``ms`` per row. The sleep's argument
+    depends on the row: with literal arguments Spark evaluates ``java_method`` once, when it
+    folds constants, and ``... OR true`` folds to true (measured: 1,000 rows in 0.2 s instead
+    of 2 s)."""
+    per_row = f"cast(length(cast(key as string)) * 0 + {ms} as bigint)"
+    return f"length(coalesce(java_method('java.lang.Thread', 'sleep', {per_row}), '')) >= 0"
+
+
 SLOW_ROW = "java_method('java.lang.Thread', 'sleep', cast(4 as bigint)) IS NULL OR true"
-"""A filter that keeps every row and takes 4 ms per row: batches of 300 records take ~1.2 s
-on the job's 1 s trigger, so they run back to back and a stop always catches one in flight."""
+"""Spark folds this to true (it costs nothing per row; see :func:`slow_row`): what keeps the
+repartition test's batches back to back is its 300-record cap against 600 records/s arriving
+on a 1 s trigger."""
+
+
+def test_a_job_started_into_a_burst_reports_its_arrival_before_its_first_batch_commits(
+    start_runner, tmp_path
+):
+    """6,000 records/s into one executor core at 1 ms a record: the first batch (the arrivals
+    since the run started, ~25,000) runs for about half a minute and nothing commits
+    meanwhile. The runner asks the burst source's clock while it runs, so /status and /metrics
+    carry the arrival rate long before that batch ends, and the batch's rows (a burst source's
+    first batch reads from record 0): what the engine sizes the job on before its first commit
+    (test_engine.py, "a job started into a burst")."""
+    job = write_job(tmp_path / "job", rate=6000)
+    doc = yaml.safe_load(job.read_text())
+    doc["spec"]["pipeline"].insert(0, {"type": "filter", "name": "slow",
+                                       "condition": slow_row(1)})
+    job.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    r = start_runner(["--job", str(job)], max_executors=1)
+    seen = None
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and seen is None:
+        metrics = r.metrics()
+        st = r.status()
+        if st["lastCommittedBatch"] is not None:
+            break
+        arrival = st["rates"]["arrival_rows_per_second"]
+        if arrival is not None:
+            seen = (arrival, metrics)
+        time.sleep(0.5)
+    assert seen is not None, f"no arrival before the first commit: {r.status()}"
+    arrival, metrics = seen
+    rows = [line for line in metrics.splitlines()
+            if line.startswith("stream_autoscaler_batch_in_flight_input_rows{")]
+    print("arrival while the first batch runs", arrival, rows)
+    assert 3000 <= arrival <= 9000, arrival  # the trace's 6,000 records/s
+    assert rows and float(rows[0].rsplit(" ", 1)[1]) > 0, rows  # the first batch's rows
+    assert r.stop() == 0
 
 
 def test_a_repartition_skips_the_batch_in_flight_that_no_reader_saw(start_runner, tmp_path,

@@ -405,6 +405,26 @@ CASES = [
         message_has="scale out 2 -> 8",
     ),
     Case(
+        "a job started into a burst: its first batch 20 s in flight, the arrival from the source "
+        "-> scale out before anything commits",
+        snapshot(
+            arrival=50_000,
+            executors=1,
+            backlog=None,
+            age=None,
+            batches=0,
+            stages=(),
+            processed_rate=None,
+            batch_duration_seconds=None,
+            overhead_seconds=None,
+            seconds_since_progress=None,
+            batch_in_flight_seconds=20,
+            batch_in_flight_rows=45_000,
+        ),
+        (SCALE, Reason.SCALE_OUT, 4, None),
+        message_has="need 50,000 records/s",
+    ),
+    Case(
         "a long batch in flight of unreported size: sized on the backlog, at most its records",
         _giant_batch(batch_in_flight_rows=None),
         (SCALE, Reason.SCALE_OUT, 8, None),

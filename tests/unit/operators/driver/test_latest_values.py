@@ -59,3 +59,17 @@ def test_each_event_sets_its_figures_and_an_earlier_snapshot_stays_as_it_was() -
     assert status.stateful_tasks_by_executor == {"2": 4}
     assert JobRunner(load_job(REPO / "k8s" / "samples" / "wordcount.yaml")).status().stages \
         is None  # never polled: absent, not empty
+
+
+def test_arrival_is_known_while_a_long_batch_runs() -> None:
+    """Two readings of the source during a batch that has not committed give the arrival rate,
+    in one series with the progress events' readings."""
+    m = RunnerMetrics("wc", ["counts"])
+    m.observe_arrived(10_000.0, now=100.0)
+    assert m.latest().arrival_rows_per_second is None  # one reading is no rate
+    m.observe_arrived(60_000.0, now=105.0)
+    assert m.latest().arrival_rows_per_second == 10_000.0
+    m.observe_progress({"batchId": 0, "numInputRows": 20_000, "durationMs": {}},
+                       SourceBacklog(records=0.0, arrived_total=110_000.0))
+    assert m.latest().arrival_rows_per_second is not None
+    assert m.latest().arrival_rows_per_second > 0

@@ -95,3 +95,14 @@ def test_kafka_offsets_without_a_probe_give_records_and_partition_lags() -> None
     assert b.age_seconds is None and b.source_partitions == 3
     assert sorted(b.partition_lags) == [("clicks", 0, 60.0, None), ("clicks", 1, 0.0, None),
                                         ("clicks", 2, 7.0, None)]
+
+
+def test_a_burst_source_tells_what_arrived_while_a_batch_runs() -> None:
+    """The runner asks during a long batch (no progress comes until it ends): the clock's
+    records by now in the run the batch's end offset belongs to, counted as after a batch."""
+    end = json.dumps({"offset": 2_000, "runStartUs": 0})
+    assert PROBE.arrived(end, 5.0) == pytest.approx(5_000)
+    after = PROBE.after_batch(end, end, 5.0)
+    assert after is not None and after.arrived_total == PROBE.arrived(end, 5.0)
+    assert PROBE.arrived(json.dumps({"offset": 2_000}), 5.0) is None  # no run start: unknown
+    assert PROBE.arrived(json.dumps({"t": {"0": 5}}), 5.0) is None  # not a burst offset
