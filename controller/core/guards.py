@@ -403,11 +403,13 @@ def scale_in(
 ) -> Decision:
     """Scale in once every recommendation for a whole stabilization window asked for fewer
     executors than run now, in one step to the highest recommendation of that window (HPA's
-    stabilization, but only after the dip has lasted a whole window, like Flink's interval)."""
+    stabilization, but only after the dip has lasted a whole window, like Flink's interval),
+    leaving out the dip's first ones, measured over a metrics window that still held the load
+    before it (``test_engine.py``: "a dip's first recommendation ...")."""
     base = x.policy.timing.scale_down_stabilization_seconds
     flips = x.history.direction_changes_since(x.now - FLIP_MEMORY * base)
     window = base * (1.0 + FLIP_BACKOFF * flips)
-    in_window: list[int] = [target]
+    in_window: list[tuple[float, int]] = [(x.now, target)]
     since = x.now
     for e in reversed(x.history.entries):
         if e.kind != "recommendation" or e.executors is None:
@@ -416,11 +418,16 @@ def scale_in(
             break
         since = e.time
         if e.time >= x.now - window:
-            in_window.append(e.executors)
+            in_window.append((e.time, e.executors))
+    # the first recommendations of a dip were measured over a metrics window that still held
+    # the load before it: once the dip has lasted longer than a window, only those measured
+    # within it count (a 10x step's end recommended 4 from a mixed window, then 2: two
+    # scale-ins for one load change)
+    settled = [n for t, n in in_window if t - x.policy.timing.window_seconds >= since]
     # within the policy's bounds as they are now: a recommendation recorded under an older
     # policy (a higher executors.max) must not carry a job above today's ceiling
     bounds = x.policy.executors
-    highest = min(max(max(in_window), bounds.min), bounds.max)
+    highest = min(max(max(settled or [n for _, n in in_window]), bounds.min), bounds.max)
     waited = x.now - since
     weighed = weigh_scale_in(x, n_cur, max(target, bounds.min))
     if weighed is not None:

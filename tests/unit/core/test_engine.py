@@ -157,6 +157,19 @@ CASES = [
         ),
     ),
     Case(
+        "a dip's first recommendation, measured over a window that still held the load before "
+        "it, does not set the scale-in once the dip has lasted a window",
+        snapshot(arrival=2_000, executors=4, partitions=4),
+        (SCALE, Reason.SCALE_IN, 1, None),
+        history=history(
+            (120, "recommendation", 3),
+            (100, "recommendation", 1),
+            (70, "recommendation", 1),
+            (40, "recommendation", 1),
+            (10, "recommendation", 1),
+        ),
+    ),
+    Case(
         "a recommendation at the current size restarts the stabilization window",
         snapshot(arrival=2_000, executors=4, partitions=4),
         (HOLD, Reason.SCALE_DOWN_DEFERRED, None, None),
