@@ -125,6 +125,13 @@ def _sustainable(model: JobModel, slots: np.ndarray, partitions: np.ndarray) -> 
     return budget / model.trigger_seconds / per
 
 
+def _per_record(model: JobModel, choices: list[int], partitions: int) -> np.ndarray:
+    """A batch's wall seconds per record (task waves, no overhead) at each executor count, the
+    state spread over all of them; infinite at 0."""
+    slots = [e * model.cores_per_executor for e in choices]
+    return np.array([model.seconds_per_record(n, partitions, n) if n else math.inf for n in slots])
+
+
 def batch_service(
     model: JobModel, choices: list[int], partitions: int, dt: float
 ) -> Callable[[np.ndarray], np.ndarray]:
@@ -139,13 +146,7 @@ def batch_service(
     (:meth:`JobModel.sustainable_rate` for every step) charged the overhead per trigger even
     when batches are long, and so planned 1.8-2.2x the fluid oracle where the simulator needs
     far less (``test_oracle_plus.py::test_a_backlog_is_served_in_longer_batches``)."""
-    per = np.array(
-        [
-            model.seconds_per_record(e * model.cores_per_executor, partitions,
-                                     e * model.cores_per_executor) if e else math.inf
-            for e in choices
-        ]
-    )[:, None]  # fmt: skip
+    per = _per_record(model, choices, partitions)[:, None]
     cap = model.max_records_per_batch or math.inf
     trig, fixed = model.trigger_seconds, model.overhead_seconds
 
@@ -176,13 +177,7 @@ def _held(
     b x per_record <= slo``: the records that arrived within ``(slo - overhead) / (1 + rate x
     per_record)`` seconds, not within the whole SLO (a plan that filled the SLO with backlog
     replayed lags of up to twice it)."""
-    per = np.array(
-        [
-            model.seconds_per_record(e * model.cores_per_executor, partitions,
-                                     e * model.cores_per_executor) if e else math.inf
-            for e in choices
-        ]
-    )  # fmt: skip
+    per = _per_record(model, choices, partitions)
     rate = np.diff(cum) / np.maximum(width, 1e-9)
     span = (slo - model.overhead_seconds) / (1.0 + rate[:, None] * per[None, :])
     span = np.clip(np.nan_to_num(span, nan=0.0), 0.0, slo)
