@@ -280,7 +280,7 @@ class RunnerMetrics:
         in the same series as the progress events' (a reading after a batch and one during the
         next measure one rate). A job started into a burst runs a first batch of a minute on
         one executor: without this its arrival was unknown until that batch committed, and the
-        engine held with NoMetrics while the burst piled up
+        engine said NoMetrics while the burst piled up
         (``test_latest_values.py::test_arrival_is_known_while_a_long_batch_runs``)."""
         now = time.time() if now is None else now
         with self._lock:

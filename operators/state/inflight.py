@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from operators.offsets import burst_offset, planned_rows
+from operators.offsets import planned_rows
 from operators.state.checkpoint import CheckpointError, batches, read_offsets, store_of
 
 
@@ -61,23 +61,7 @@ def batch_in_flight(location: str | Path) -> BatchInFlight | None:
         if n - 1 in offsets:
             _, starts = read_offsets(cp, n - 1)
             rows = planned_rows(starts, ends)
-        elif n == 0:
-            rows = _first_rows(ends)
         return BatchInFlight(n, started, rows, tuple(ends))
     except (CheckpointError, OSError, ValueError):  # purged or half-written meanwhile
         return None
 
-
-def _first_rows(ends: list[Any]) -> float | None:
-    """Records a checkpoint's first batch reads: known for burst sources, whose offsets count
-    records from 0 at their run's start (a ``runStartUs`` in the offset); None for any other
-    (a Kafka topic's first batch starts wherever ``startingOffsets`` put it). A job started
-    into a burst runs a long first batch: its rows are what lets the engine size the job
-    before it commits (``test_batch_in_flight.py``)."""
-    total = 0.0
-    for end in ends:
-        b = burst_offset(end)
-        if b is None or b.run_start_us is None:
-            return None
-        total += b.offset
-    return total if ends else None

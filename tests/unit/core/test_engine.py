@@ -418,8 +418,8 @@ CASES = [
         message_has="scale out 2 -> 8",
     ),
     Case(
-        "a job started into a burst: its first batch 20 s in flight, the arrival from the source "
-        "-> scale out before anything commits",
+        "nothing committed in the window, a batch 20 s in flight over known rows, the arrival "
+        "from the source -> scale out before it commits",
         snapshot(
             arrival=50_000,
             executors=1,
