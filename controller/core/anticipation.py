@@ -27,7 +27,8 @@ when it started; that age plus the executors' start (or the restart's downtime) 
 backlog grew before the move delivered (:func:`reaction_lag`). Below the lag SLO, reacting met
 it, and moving ahead of the burst would only add executor-seconds (on a train of 8x bursts 90 s
 apart the engine met the SLO either way and anticipating cost 20% more); at or over it, the move
-ahead pays in lag (12x bursts every 3 minutes: 169 -> 90 s over the SLO).
+ahead pays in lag (6x bursts every 210 s under a 15 s SLO: 178 -> 75 s over it,
+``test_unseen_loads.py::test_anticipation_beats_reaction_on_periodic_bursts_under_a_tight_slo``).
 
 No new threshold: the period, its tolerance, the SLO and the policy's timings decide.
 """
