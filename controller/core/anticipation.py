@@ -41,8 +41,7 @@ from controller.core.cooldown import cooldown
 from controller.core.decision import Decision
 from controller.core.inputs import Inputs
 from controller.core.reasons import RESTARTING_ACTIONS, Action, Reason
-from controller.core.recurrence import Recurrence, recurrence
-from controller.core.repartition import repartition_downtime
+from controller.core.recurrence import Recurrence, burst_downtime, recurrence
 
 YIELDING_HOLDS = frozenset({
     Reason.WITHIN_BAND,
@@ -58,7 +57,7 @@ def lead_seconds(x: Inputs, rec: Recurrence) -> float:
     restart's downtime when the last burst's move restarted, one evaluation interval and the
     forecast's past error."""
     t = x.policy.timing
-    down = (repartition_downtime(x) or 0.0) if rec.restarts else 0.0
+    down = burst_downtime(x, rec)
     return t.executor_startup_seconds + down + t.evaluation_interval_seconds + rec.jitter
 
 
@@ -70,7 +69,7 @@ def reaction_lag(x: Inputs, rec: Recurrence) -> float | None:
     if age is None:
         return None
     t = x.policy.timing
-    down = (repartition_downtime(x) or 0.0) if rec.restarts else 0.0
+    down = burst_downtime(x, rec)
     return age + max(t.executor_startup_seconds, down)
 
 

@@ -85,6 +85,12 @@ def recurrence(history: ScalingHistory, now: float) -> Recurrence | None:
     )
 
 
+def burst_downtime(x: Inputs, rec: Recurrence) -> float:
+    """Seconds the job is down for the scale-out a burst needs: the restart's when the past
+    scale-outs restarted the query, else none."""
+    return (repartition_downtime(x) or 0.0) if rec.restarts else 0.0
+
+
 def weigh_scale_in(x: Inputs, n_cur: int, target: int) -> tuple[bool, str] | None:
     """Whether a scale-in ``n_cur -> target`` pays before the next burst the history predicts
     (see the module), and why; None without a period (then the stabilization window rules)."""
@@ -93,7 +99,7 @@ def weigh_scale_in(x: Inputs, n_cur: int, target: int) -> tuple[bool, str] | Non
         return None
     saves = (n_cur - target) * rec.next_in
     startup = x.policy.timing.executor_startup_seconds
-    down = (repartition_downtime(x) or 0.0) if rec.restarts else 0.0
+    down = burst_downtime(x, rec)
     costs = n_cur * (startup + down)
     how = f"{startup:g} s executor start" + (f", ~{down:.0f} s down" if down else "")
     said = (
