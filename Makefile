@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SA := $(VENV)/bin/stream-autoscaler
 OUT ?= out/demo
 
-.PHONY: setup demo simulate test lint unit bench bench-restarts tools browser image image-down node-deps testbed testbed-down clean
+.PHONY: setup demo simulate test lint unit bench bench-restarts tools browser image image-down node-deps testbed testbed-down kind-up kind-burst kind-down clean
 
 setup: $(VENV)/.installed
 
@@ -69,6 +69,20 @@ node-deps:
 
 testbed-down:
 	hack/testbed/down.sh
+
+## A kind cluster (1 control plane, 2 workers sharing the checkpoint directory) with the chart
+## installed; on a host that cannot pull kind's node image, one built here (hack/kind/node-image.sh).
+kind-up: setup tools
+	hack/kind/up.sh
+
+## A burst StreamJob on that cluster, watched live; the report lands in out/kind-burst/.
+kind-burst: kind-up
+	$(PY) -m app.kind_burst --out out/kind-burst --kubectl .kind/bin/kubectl \
+	  --shared "$${KIND_SHARED_DIR:-$(CURDIR)/.kind/shared}"
+
+## Delete the kind cluster (the shared directory stays under .kind/).
+kind-down:
+	hack/kind/delete-cluster.sh
 
 clean:
 	-hack/testbed/down.sh

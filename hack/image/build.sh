@@ -3,7 +3,8 @@
 #   1. Debian's docker.io (dockerd 20.10 + BuildKit, containerd, runc) and debootstrap, if missing.
 #   2. A dockerd of our own when none answers: no default bridge, no NAT (--bridge=none
 #      --iptables=false --ip-forward=false), data under ~/.cache/stream-autoscaler/docker, pid
-#      file in /run/stream-autoscaler-docker; `hack/image/build.sh down` stops it.
+#      file in /run/stream-autoscaler-docker; `hack/image/build.sh down` stops it. Where the
+#      host's capability bounding set is short, its default runtime is hack/image/runc-bounded.
 #   3. The base image: `debootstrap --variant=minbase bookworm` from the mirror apt already uses,
 #      then python3.11 (+venv), openjdk-17-jre-headless, tini, procps by apt in it; cached as a tarball in
 #      ~/.cache/stream-autoscaler/images/ keyed by a hash of its inputs; `docker import`ed.
@@ -66,6 +67,26 @@ ours_pid() { # the pid of our dockerd, if it runs
     echo "$pid"
 }
 
+# A host whose capability bounding set lacks some capability (this one lacks CAP_SYS_RESOURCE)
+# cannot run `docker run --privileged` (kind's nodes) with plain runc: the default runtime is then
+# hack/image/runc-bounded, which grants privileged containers our bounding set, as podman does.
+bounding_set_short() {
+  local bnd last
+  bnd=$((16#$(awk '/^CapBnd:/ {print $2}' /proc/self/status)))
+  last=$(cat /proc/sys/kernel/cap_last_cap)
+  ((bnd != (1 << (last + 1)) - 1))
+}
+
+daemon_config() {
+  if bounding_set_short; then
+    install -m 0755 "$repo/hack/image/runc-bounded" "$cache/runc-bounded"
+    printf '{"runtimes": {"bounded": {"path": "%s"}}, "default-runtime": "bounded"}\n' \
+      "$cache/runc-bounded" >"$cache/dockerd.json"
+  else
+    echo '{}' >"$cache/dockerd.json"
+  fi
+}
+
 ensure_dockerd() {
   if [[ -n "${DOCKER_HOST:-}" ]] && docker_ok "$DOCKER_HOST"; then return; fi
   if docker_ok "unix://$run_dir/docker.sock"; then
@@ -78,8 +99,10 @@ ensure_dockerd() {
     return
   fi
   mkdir -p "$run_dir" "$cache/docker"
+  daemon_config
   say "starting dockerd (no bridge, no NAT; data in $cache/docker; log $cache/docker.log)"
   setsid /usr/sbin/dockerd --bridge=none --iptables=false --ip-forward=false --ip-masq=false \
+    --config-file="$cache/dockerd.json" \
     --data-root="$cache/docker" --exec-root="$run_dir" --pidfile="$run_dir/dockerd.pid" \
     --host="unix://$run_dir/docker.sock" --storage-driver=overlay2 \
     >>"$cache/docker.log" 2>&1 </dev/null 3>&- 8>&- &

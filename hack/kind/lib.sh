@@ -7,6 +7,15 @@ NAMESPACE=${NAMESPACE:-stream-autoscaler-system}
 RELEASE=${RELEASE:-stream-autoscaler}
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 KIND_DIR="$REPO_ROOT/hack/kind"
+# The node image: kind's own unless set (`make kind-up` sets it to the one hack/kind/node-image.sh
+# builds when kind's cannot be pulled).
+KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-}
+# Workers besides the control plane; Spark's driver and executors run on them.
+KIND_WORKERS=${KIND_WORKERS:-2}
+# A host directory every worker mounts at $KIND_SHARED_PATH: the checkpoint volume all of them
+# read and write (ReadWriteMany, as NFS or EFS would be), which outlives any node.
+KIND_SHARED_DIR=${KIND_SHARED_DIR:-$REPO_ROOT/.kind/shared}
+KIND_SHARED_PATH=/var/lib/stream-autoscaler/shared
 
 need() { # fail early, with the tool's name, when a prerequisite is missing
   local tool
@@ -17,3 +26,21 @@ need() { # fail early, with the tool's name, when a prerequisite is missing
     fi
   done
 }
+
+# The cached tools of `make tools` (kind, kubectl, helm) when they are not on PATH.
+tools_bin=${SA_TOOLS_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/stream-autoscaler/bin}
+if [[ -d "$tools_bin" ]]; then
+  # shellcheck source=../tools/versions.env
+  source "$REPO_ROOT/hack/tools/versions.env"
+  mkdir -p "$REPO_ROOT/.kind/bin"
+  for _t in "kind-$KIND_VERSION" "kubectl-$KUBERNETES_VERSION" "helm-$HELM_VERSION"; do
+    [[ -x "$tools_bin/$_t" ]] && ln -sf "$tools_bin/$_t" "$REPO_ROOT/.kind/bin/${_t%-v*}"
+  done
+  PATH="$PATH:$REPO_ROOT/.kind/bin"
+fi
+
+# docker: the daemon DOCKER_HOST names, else the default one, else the one `make image` starts.
+if [[ -z "${DOCKER_HOST:-}" && -S /run/stream-autoscaler-docker/docker.sock ]] &&
+  ! timeout 10 docker info >/dev/null 2>&1; then
+  export DOCKER_HOST=unix:///run/stream-autoscaler-docker/docker.sock
+fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Build the image (controller and runner in one) and load it into the kind cluster's nodes.
+#   hack/kind/load-image.sh [--no-build]   (--no-build: $IMAGE is already built, by `make image`)
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -7,7 +8,8 @@ need kind
 engine=${CONTAINER_ENGINE:-docker}
 need "$engine"
 
-"$engine" build -t "$IMAGE" "$REPO_ROOT"
+[[ ${1:-} == --no-build ]] || "$engine" build -t "$IMAGE" "$REPO_ROOT"
+echo "loading $IMAGE into the nodes of $KIND_CLUSTER"
 if [[ "$engine" == docker ]]; then
   kind load docker-image "$IMAGE" --name "$KIND_CLUSTER"
 else # podman and others: go through an archive

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the test-bed tools from Go modules and cache them outside the work tree:
-#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and the real node's
-#   kubelet and kube-proxy (one `go build`, so they share its compile)  (hack/tools/k8s)
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the real node's kubelet and
+#   kube-proxy, and kubeadm for the kind node image (one `go build`, so they share its compile)
+#   (hack/tools/k8s); kind (hack/tools/kind)
 #   etcd (hack/tools/etcd), helm (hack/tools/helm), kwok (hack/tools/kwok),
 #   coredns (hack/tools/coredns), crictl (hack/tools/crictl), pause (hack/tools/pause: the real node's sandbox image)
 # and resolves the Kafka jars from Maven Central (hack/tools/kafka/resolve.sh), the S3A jars and
@@ -122,7 +123,8 @@ build k8s "$KUBERNETES_VERSION" "$k8s_ldflags" \
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
   kubectl=k8s.io/kubernetes/cmd/kubectl \
   kubelet=k8s.io/kubernetes/cmd/kubelet \
-  kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
+  kube-proxy=k8s.io/kubernetes/cmd/kube-proxy \
+  kubeadm=k8s.io/kubernetes/cmd/kubeadm
 
 pinned etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 build etcd "$ETCD_VERSION" "" etcd=.
@@ -149,6 +151,10 @@ build coredns "$COREDNS_VERSION" "-X github.com/coredns/coredns/coremain.GitComm
 pinned crictl sigs.k8s.io/cri-tools "$CRICTL_VERSION"
 build crictl "$CRICTL_VERSION" "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
   crictl=sigs.k8s.io/cri-tools/cmd/crictl
+
+# kind: `make kind-burst` and the kind tier create their clusters with it (hack/kind/).
+pinned kind sigs.k8s.io/kind "$KIND_VERSION"
+build kind "$KIND_VERSION" "" kind=sigs.k8s.io/kind
 
 # The real node's pod sandbox: a static pause binary (hack/tools/pause); testbed_node.py wraps it
 # in an image tagged as containerd's sandbox_image, since no registry can be pulled from here.

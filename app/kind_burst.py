@@ -1,0 +1,416 @@
+"""``make kind-burst``: a burst StreamJob on a kind cluster of several nodes, watched and reported.
+
+What it does, on the cluster ``hack/kind/up.sh`` made (the chart installed, the image loaded):
+
+1. the checkpoint volume: a ReadWriteMany PersistentVolume over the host directory every worker
+   mounts (``KIND_SHARED_DIR``, hack/kind/lib.sh), bound to the claim the sample jobs name — so a
+   driver or an executor on any worker reads and writes the same checkpoint, and it outlives any
+   node;
+2. a ScalingPolicy and a burst StreamJob (a keyed count, a files sink on the volume, CPU-limited
+   executors so that scaling shows on a small machine);
+3. ``kubectl get streamjobs --watch`` printed live while the burst runs; the StreamJob's status
+   and the job's pods sampled every :data:`SAMPLE_SECONDS`;
+4. once the trace has played and the job has caught up, the StreamJob is deleted (the runner stops
+   at a batch boundary) and the verifier reads the volume's directory on the host: every record
+   of the trace counted exactly once;
+5. ``out/kind-burst/``: ``summary.json`` (``exactly_once``, ``nodes``, ``peak_executors``,
+   ``actions``, ``slo_violation_seconds``, ...), ``timeline.csv`` and ``timeline.png`` (the demo's
+   plot: rates, lag against the SLO, executors and partitions, each action with its reason),
+   ``actions.json`` (each decision the controller recorded, with its reason and message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.demo_report import Row, plot, summarize, write_timeline
+
+JOB = "kind-burst"
+POLICY = "kind-burst"
+CLAIM = "stream-autoscaler-checkpoints"
+NAMESPACE = "default"
+SHARED_PATH = "/var/lib/stream-autoscaler/shared"
+"""Where every worker mounts the shared host directory (hack/kind/lib.sh KIND_SHARED_PATH)."""
+RUNNER_UID = 10001
+"""The image's user (the chart's podSecurityContext): it must write the host directory."""
+
+TRACE = "t,input_rate\n0,1500\n20,40000\n110,400\n180,12000\n260,400\n330,0\n100000,0\n"
+"""Records/s by second since the query started: a burst that one 0.5-CPU executor cannot keep up
+with (~30,000 records/s on this machine's fastest day), a lull long enough for a scale-in (the
+policy's 30 s stabilization and 16 s cooldown), a smaller burst, then quiet."""
+
+TRACE_SECONDS = 330.0
+"""When the trace stops delivering records."""
+
+SAMPLE_SECONDS = 2.0
+CAUGHT_UP_LAG_SECONDS = 6.0
+"""A backlog no older than three 2 s triggers is caught up."""
+
+MAX_WAIT_SECONDS = 1200.0
+"""The whole run's bound: the trace, the start of the job, slow days."""
+
+SLO_SECONDS = 20.0
+
+EXECUTORS = {
+    "initial": 1,
+    "cores": 1,
+    "memory": "512m",
+    "cpu": "400m",
+    "cpuLimit": "500m",
+    "memoryOverhead": "384m",
+}
+
+
+def policy_doc() -> dict[str, Any]:
+    """At most 4 executors (what two workers on this machine hold beside the driver and the
+    controller), repartition allowed, a 20 s lag SLO, short windows so the run fits in minutes."""
+    return {
+        "apiVersion": "stream-autoscaler.io/v1alpha1",
+        "kind": "ScalingPolicy",
+        "metadata": {"name": POLICY, "namespace": NAMESPACE},
+        "spec": {
+            "mode": "enforce",
+            "executors": {"min": 1, "max": 4},
+            "partitions": {
+                "min": 1,
+                "max": 8,
+                "repartition": True,
+                "perSlot": 1,
+                "maxDowntimeSeconds": 120,
+            },
+            "utilization": {"target": 0.6, "low": 0.3, "high": 0.85},
+            "lag": {"sloSeconds": SLO_SECONDS, "catchUpSeconds": 40},
+            "timing": {
+                "evaluationIntervalSeconds": 4,
+                "windowSeconds": 16,
+                "staleAfterSeconds": 40,
+                "cooldownSeconds": 16,
+                "scaleDownStabilizationSeconds": 30,
+            },
+        },
+    }
+
+
+def job_doc(root: str) -> dict[str, Any]:
+    """The burst StreamJob with everything under ``root`` (the volume's mount path in the pods,
+    or the host directory for the verifier)."""
+    return {
+        "apiVersion": "stream-autoscaler.io/v1alpha1",
+        "kind": "StreamJob",
+        "metadata": {"name": JOB, "namespace": NAMESPACE},
+        "spec": {
+            "policyRef": {"name": POLICY},
+            "source": {
+                "type": "burst",
+                "trace": f"{root}/{JOB}/trace.csv",
+                "keys": 20000,
+                "partitions": 4,
+                "maxRecordsPerBatch": 200_000,
+            },
+            "pipeline": [
+                {
+                    "type": "aggregate",
+                    "name": "count-by-key",
+                    "keys": ["key"],
+                    "aggregations": [
+                        {"fn": "count"},
+                        {"fn": "sum", "column": "value", "as": "total"},
+                    ],
+                }
+            ],
+            "sink": {"type": "files", "path": f"{root}/{JOB}/out"},
+            "trigger": {"intervalSeconds": 2},
+            "checkpoint": {
+                "location": f"{root}/{JOB}/checkpoint",
+                "volume": {"claimName": CLAIM, "mountPath": SHARED_PATH},
+            },
+            "statePartitions": 2,
+            "executors": EXECUTORS,
+        },
+    }
+
+
+def volume_docs() -> list[dict[str, Any]]:
+    """The host directory as a ReadWriteMany volume, pre-bound to the claim the jobs name."""
+    pv: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{CLAIM}-kind"},
+        "spec": {
+            "capacity": {"storage": "5Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": SHARED_PATH, "type": "Directory"},
+            "claimRef": {"namespace": NAMESPACE, "name": CLAIM},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": CLAIM,
+            "namespace": NAMESPACE,
+            "labels": {"stream-autoscaler.io/job-reference": "true"},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": pv["metadata"]["name"],
+            "resources": {"requests": {"storage": "5Gi"}},
+        },
+    }
+    return [pv, pvc]
+
+
+class KindBurstError(RuntimeError):
+    """A step of the run failed; the message names it and what was seen."""
+
+
+@dataclass
+class Kubectl:
+    context: str
+    binary: str = "kubectl"
+
+    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        out = subprocess.run(
+            [self.binary, "--context", self.context, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if check and out.returncode != 0:
+            raise KindBurstError(f"kubectl {' '.join(args)}: {out.stderr.strip()[-800:]}")
+        return out.stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "-o", "json"))
+
+    def apply(self, docs: list[dict[str, Any]]) -> None:
+        self.run(
+            "apply",
+            "--server-side",
+            "--field-manager=kind-burst",
+            "-f",
+            "-",
+            stdin=yaml.safe_dump_all(docs),
+        )
+
+
+@dataclass
+class Sampler:
+    """The StreamJob's status and the job's pods, every sample, as timeline rows."""
+
+    kubectl: Kubectl
+    t0: float = field(default_factory=time.time)
+    rows: list[Row] = field(default_factory=list)
+    nodes: dict[str, set[str]] = field(default_factory=lambda: {"driver": set(), "executor": set()})
+    peak_executors: int = 0
+
+    def sample(self) -> dict[str, Any] | None:
+        job = self.kubectl.json("get", "streamjob", JOB, "-n", NAMESPACE)
+        pods = self.kubectl.json("get", "pods", "-n", NAMESPACE, "-l", "spark-role")["items"]
+        running = 0
+        for p in pods:
+            role = p["metadata"]["labels"].get("spark-role", "")
+            node = p["spec"].get("nodeName")
+            if node and role in self.nodes:
+                self.nodes[role].add(node)
+            if (
+                role == "executor"
+                and p["status"].get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")
+            ):
+                running += 1
+        self.peak_executors = max(self.peak_executors, running)
+        st = job.get("status") or {}
+        ex = st.get("executors") or {}
+        self.rows.append(
+            Row(
+                t=round(time.time() - self.t0, 1),
+                input_rate=st.get("inputRate"),
+                processed_rate=st.get("processedRate"),
+                backlog_records=st.get("backlogRecords"),
+                lag_seconds=st.get("lagSeconds"),
+                executors=running,
+                executors_target=ex.get("target"),
+                partitions=st.get("partitions"),
+                phase=str(st.get("phase") or ""),
+            )
+        )
+        return dict(st)
+
+
+def actions_of(status: dict[str, Any], t0: float) -> list[dict[str, Any]]:
+    """The decisions the controller recorded in the StreamJob's history that acted, with their
+    reasons and messages, on the run's clock."""
+    entries = (status.get("history") or {}).get("entries") or []
+    out = []
+    for e in entries:
+        if e.get("action") in (None, "", "none", "hold"):
+            continue
+        out.append(
+            {
+                "t": round(float(e["time"]) - t0, 1),
+                "action": e.get("action"),
+                "reason": e.get("reason"),
+                "message": e.get("message"),
+                "executors": e.get("targetExecutors"),
+                "partitions": e.get("targetPartitions"),
+                "enforced": e.get("enforced", True),
+            }
+        )
+    return out
+
+
+def verify_on_host(shared: Path) -> dict[str, Any]:
+    """The verifier with the host's pyspark over the volume's directory (the files the pods
+    wrote), in its own process: what the checkpoint committed, every key counted once."""
+    doc = job_doc(str(shared))
+    doc["spec"]["checkpoint"] = {"location": str(shared / JOB / "checkpoint")}
+    path = shared / JOB / "verify-job.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code = (
+        "import json, sys\nfrom app.demo_job import verify_exactly_once\n"
+        "from contracts.manifests import load_job\n"
+        "print(json.dumps(verify_exactly_once(load_job(sys.argv[1]).spec), default=str))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=900
+    )
+    if out.returncode != 0:
+        raise KindBurstError(f"the verifier failed: {out.stderr.strip()[-2000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def run(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shared = Path(args.shared)
+    kubectl = Kubectl(args.context, args.kubectl)
+    nodes = kubectl.json("get", "nodes")["items"]
+    workers = [
+        n["metadata"]["name"]
+        for n in nodes
+        if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"]
+    ]
+    print(f"kind-burst: {len(nodes)} nodes ({len(workers)} workers: {', '.join(workers)})")
+    # a fresh run: the last run's job, checkpoint and output go
+    kubectl.run("delete", "streamjob", JOB, "-n", NAMESPACE, "--ignore-not-found", "--timeout=180s")
+    work = shared / JOB
+    if work.exists():
+        subprocess.run(["rm", "-rf", str(work)], check=True)
+    work.mkdir(parents=True)
+    (work / "trace.csv").write_text(TRACE)
+    for p in (shared, work, work / "trace.csv"):
+        os.chown(p, RUNNER_UID, RUNNER_UID)
+    kubectl.apply(volume_docs())
+    kubectl.apply([policy_doc(), job_doc(SHARED_PATH)])
+    print(f"kind-burst: applied StreamJob {NAMESPACE}/{JOB}; `kubectl get streamjobs --watch`:")
+    watch = subprocess.Popen(
+        [args.kubectl, "--context", args.context, "get", "streamjobs", "-n", NAMESPACE, "--watch"]
+    )
+    sampler = Sampler(kubectl)
+    status: dict[str, Any] = {}
+    started: float | None = None
+    verdict: dict[str, Any] = {}
+    try:
+        deadline = time.monotonic() + MAX_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            status = sampler.sample() or {}
+            if started is None and status.get("lastCommittedBatch") is not None:
+                started = time.monotonic()
+            if started is not None and time.monotonic() - started > TRACE_SECONDS:
+                lag = status.get("lagSeconds")
+                if (
+                    status.get("intent") is None
+                    and lag is not None
+                    and lag <= CAUGHT_UP_LAG_SECONDS
+                ):
+                    break
+            time.sleep(SAMPLE_SECONDS)
+        else:
+            raise KindBurstError(
+                f"the job did not play its trace and catch up in "
+                f"{MAX_WAIT_SECONDS:.0f} s (status: {json.dumps(status)[:1500]})"
+            )
+        table = kubectl.run("get", "streamjobs", "-n", NAMESPACE)
+        kubectl.run("delete", "streamjob", JOB, "-n", NAMESPACE, "--timeout=180s")
+    finally:
+        watch.terminate()
+        watch.wait(10)
+    print("kind-burst: StreamJob deleted (stopped at a batch boundary); verifying on the host")
+    verdict = verify_on_host(shared)
+    actions = actions_of(status, sampler.t0)
+    summary = summarize(sampler.rows, SLO_SECONDS, [a for a in actions if a["enforced"]])
+    summary.update(
+        {
+            "exactly_once": bool(verdict.get("exactly_once")),
+            "verifier": verdict,
+            "nodes": {
+                "cluster": [n["metadata"]["name"] for n in nodes],
+                "workers": workers,
+                "driver": sorted(sampler.nodes["driver"]),
+                "executors": sorted(sampler.nodes["executor"]),
+            },
+            "peak_executors": sampler.peak_executors,
+            "actions": [f"{a['t']:.0f}s {a['action']} {a['reason']}" for a in actions],
+            "table": table,
+        }
+    )
+    write_timeline(out_dir / "timeline.csv", sampler.rows)
+    plot(
+        out_dir / "timeline.png",
+        sampler.rows,
+        SLO_SECONDS,
+        f"kind-burst: {len(nodes)} nodes, peak {sampler.peak_executors} executors",
+        [a for a in actions if a["enforced"]],
+    )
+    (out_dir / "actions.json").write_text(json.dumps(actions, indent=1))
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(
+        json.dumps(
+            {
+                k: summary[k]
+                for k in (
+                    "exactly_once",
+                    "nodes",
+                    "peak_executors",
+                    "actions",
+                    "slo_violation_seconds",
+                )
+            },
+            indent=1,
+        )
+    )
+    print(f"kind-burst: report in {out_dir}/")
+    return 0 if summary["exactly_once"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="kind-burst", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="out/kind-burst")
+    p.add_argument("--context", default="kind-stream-autoscaler")
+    p.add_argument("--kubectl", default="kubectl")
+    p.add_argument("--shared", required=True, help="the host directory the workers mount")
+    args = p.parse_args(argv)
+    try:
+        return run(args)
+    except KindBurstError as e:
+        print(f"kind-burst: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
