@@ -36,7 +36,7 @@ FIRST=(tests/unit tests/fuzz tests/integration/cgroups)
 # the Kafka tier needs the connector jars on it, so it runs before any in-process Spark.
 # The S3 tier (its runners are subprocesses) rides with the test bed: the Spark lane was the
 # longer by more than the S3 tier takes (docs/benchmark.md, suite time).
-LANE_A=(tests/integration/k8s tests/integration/node tests/integration/s3)
+LANE_A=(tests/integration/k8s tests/integration/node tests/integration/s3 tests/integration/kind)
 LANE_B=(tests/integration/kafka tests/integration/metrics tests/integration/spark_pipelines
   tests/integration/spark_runtime tests/integration/report)
 LAST=(tests/e2e)  # and the lanes' closed loops

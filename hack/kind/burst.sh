@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Apply the sample StreamJob with the burst source and watch the controller scale it.
 #   hack/kind/burst.sh [manifest]      (default: k8s/samples/streamjob-burst.yaml; Ctrl-C stops)
+# `make kind-burst` does the same with a report at the end (app/kind_burst.py).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -8,10 +9,26 @@ need kubectl
 
 manifest=${1:-$REPO_ROOT/k8s/samples/streamjob-burst.yaml}
 ctx=(--context "kind-$KIND_CLUSTER")
-# the checkpoint claim the sample mounts: kind's local-path storage offers ReadWriteOnce, and its
-# volume's node affinity keeps the driver and every executor pod on the node that holds it
-sed 's/ReadWriteMany/ReadWriteOnce/' "$REPO_ROOT/k8s/storage/checkpoint-claim.yaml" |
-    kubectl "${ctx[@]}" apply --server-side --field-manager=burst-demo -f -
+# The checkpoint claim the sample mounts, bound to a ReadWriteMany volume over the directory
+# every worker mounts (create-cluster.sh), writable by the image's user (10001).
+mkdir -p "$KIND_SHARED_DIR"
+chown 10001:10001 "$KIND_SHARED_DIR" 2>/dev/null || chmod 0777 "$KIND_SHARED_DIR"
+kubectl "${ctx[@]}" apply --server-side --field-manager=burst-demo -f - <<EOF2
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: stream-autoscaler-checkpoints-kind
+spec:
+  capacity: {storage: 5Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  hostPath: {path: $KIND_SHARED_PATH, type: Directory}
+  claimRef: {namespace: default, name: stream-autoscaler-checkpoints}
+EOF2
+sed 's/^spec:$/spec:\n  storageClassName: ""\n  volumeName: stream-autoscaler-checkpoints-kind/' \
+  "$REPO_ROOT/k8s/storage/checkpoint-claim.yaml" |
+  kubectl "${ctx[@]}" apply --server-side --field-manager=burst-demo -f -
 kubectl "${ctx[@]}" apply --server-side --field-manager=burst-demo -f "$manifest"
 echo "watching StreamJobs (Ctrl-C to stop; events: kubectl get events --field-selector involvedObject.kind=StreamJob)"
 kubectl "${ctx[@]}" get streamjobs --all-namespaces --watch

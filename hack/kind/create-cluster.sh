@@ -50,4 +50,13 @@ else
   fi
 fi
 kubectl --context "kind-$KIND_CLUSTER" wait --for=condition=Ready node --all --timeout=180s
+# CoreDNS's two replicas are placed as nodes turn Ready, so both can land on one worker, and
+# losing that worker then leaves the cluster without DNS (the controller reaches runners by
+# their Service names). Once every node is Ready, a restart spreads them (kubeadm's Deployment
+# prefers one replica per node and tolerates the control plane).
+if [[ $(kubectl --context "kind-$KIND_CLUSTER" -n kube-system get pods -l k8s-app=kube-dns \
+  -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | wc -l) -lt 2 ]]; then
+  kubectl --context "kind-$KIND_CLUSTER" -n kube-system rollout restart deployment coredns
+  kubectl --context "kind-$KIND_CLUSTER" -n kube-system rollout status deployment coredns --timeout=120s
+fi
 kubectl --context "kind-$KIND_CLUSTER" get nodes -o wide

@@ -1,6 +1,6 @@
-"""The kind scripts and the Dockerfile cannot run here (no container engine): keep them honest
-statically — shellcheck on every script, the chart rendered with the kind values and checked by
-the real API server (server-side dry run), and the Dockerfile's pins and inputs."""
+"""The kind scripts and the Dockerfile, statically (`make kind-up` runs them; this tier does not):
+shellcheck on every script, the chart rendered with the kind values and checked by the real API
+server (server-side dry run), and the Dockerfile's pins and inputs."""
 
 from __future__ import annotations
 

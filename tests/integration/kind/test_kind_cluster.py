@@ -1,0 +1,222 @@
+"""kind on this machine, for real: `hack/kind/up.sh` (the node image of hack/kind/node-image.sh
+where kind's cannot be pulled, a cluster of one control plane and two workers, the image loaded,
+the chart installed) in a cluster of the tier's own, then what `make kind-burst` stands on:
+
+- three nodes Ready, each running our Kubernetes build on containerd;
+- a pod on one worker reaches a pod on the other by its address and by a Service's DNS name
+  (the per-node routes of hack/kind/cni.sh, kube-proxy, CoreDNS);
+- the chart's controller Ready, and both workers writing the shared checkpoint directory
+  (``KIND_SHARED_DIR``) that one sees what the other wrote.
+
+The burst itself (minutes of Spark on the workers) is `make kind-burst`; docs/testbed.md has
+its figures. The cluster is deleted at the end of the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.realcomponents import REPO, unavailable
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+
+CLUSTER = "sa-kind-tier"
+UP_TIMEOUT_SECONDS = 1500
+"""Cold: the root filesystem (~70 s), the node image (~60 s), the image (`make image`, cached by
+the prepare step) and its load into three nodes (~90 s on a loaded machine)."""
+
+
+class Kind:
+    def __init__(self, env: dict[str, str], shared: Path) -> None:
+        self.env, self.shared = env, shared
+        self.kubectl = str(REPO / ".kind" / "bin" / "kubectl")
+
+    def k(self, *args: str, check: bool = True, timeout: float = 120) -> str:
+        out = subprocess.run(
+            [self.kubectl, "--context", f"kind-{CLUSTER}", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {out.stderr[-2000:]}")
+        return out.stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.k(*args, "-o", "json"))
+
+    def apply(self, *docs: dict[str, Any]) -> None:
+        out = subprocess.run(
+            [self.kubectl, "--context", f"kind-{CLUSTER}", "apply", "-f", "-"],
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)}),
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def kind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kind]:
+    if os.geteuid() != 0:
+        unavailable("kind needs root here (dockerd and debootstrap for its node image)")
+    shared = tmp_path_factory.mktemp("kind-shared")
+    env = {**os.environ, "KIND_CLUSTER": CLUSTER, "KIND_SHARED_DIR": str(shared)}
+    env.pop("KIND_NODE_IMAGE", None)
+    t = time.monotonic()
+    up = subprocess.run(
+        [str(REPO / "hack" / "kind" / "up.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=UP_TIMEOUT_SECONDS,
+    )
+    print(up.stdout[-3000:])
+    print(f"kind up in {time.monotonic() - t:.0f} s")
+    try:
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        yield Kind(env, shared)
+    finally:
+        subprocess.run(
+            [str(REPO / "hack" / "kind" / "delete-cluster.sh")],
+            capture_output=True,
+            env=env,
+            timeout=300,
+        )
+
+
+def test_three_nodes_ready_on_our_build(kind: Kind) -> None:
+    nodes = kind.json("get", "nodes")["items"]
+    assert len(nodes) == 3
+    for n in nodes:
+        info = n["status"]["nodeInfo"]
+        ready = {c["type"]: c["status"] for c in n["status"]["conditions"]}["Ready"]
+        assert ready == "True", n["metadata"]["name"]
+        versions = (REPO / "hack" / "tools" / "versions.env").read_text()
+        assert f"KUBERNETES_VERSION={info['kubeletVersion']}" in versions
+        assert info["containerRuntimeVersion"].startswith("containerd://")
+    roles = sorted(
+        "control-plane"
+        if "node-role.kubernetes.io/control-plane" in n["metadata"]["labels"]
+        else "worker"
+        for n in nodes
+    )
+    assert roles == ["control-plane", "worker", "worker"]
+
+
+def _pod(name: str, node: str, command: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "securityContext": {"runAsUser": 10001, "runAsGroup": 10001},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "stream-autoscaler:dev",
+                    "imagePullPolicy": "Never",
+                    "command": command,
+                    "volumeMounts": [{"name": "shared", "mountPath": "/shared"}],
+                }
+            ],
+            "volumes": [
+                {
+                    "name": "shared",
+                    "hostPath": {"path": "/var/lib/stream-autoscaler/shared", "type": "Directory"},
+                }
+            ],
+        },
+    }
+
+
+def test_a_pod_on_one_worker_reaches_a_pod_on_the_other_by_address_and_by_service(
+    kind: Kind,
+) -> None:
+    workers = sorted(
+        n["metadata"]["name"]
+        for n in kind.json("get", "nodes")["items"]
+        if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"]
+    )
+    os.chmod(kind.shared, 0o777)
+    server = _pod(
+        "kind-tier-server",
+        workers[0],
+        [
+            "sh",
+            "-c",
+            "echo written-on-the-first-worker > /shared/mark && "
+            "cd /shared && exec python3 -m http.server 8080",
+        ],
+    )
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "kind-tier-server", "namespace": "default"},
+        "spec": {
+            "selector": {"app": "kind-tier-server"},
+            "ports": [{"port": 80, "targetPort": 8080}],
+        },
+    }
+    kind.apply(server, service)
+    kind.k("wait", "--for=condition=Ready", "pod/kind-tier-server", "--timeout=120s", timeout=150)
+    ip = kind.json("get", "pod", "kind-tier-server")["status"]["podIP"]
+    # each URL retried for up to 60 s: the Service answers once kube-proxy on the client's node
+    # has the server's endpoint (until then it rejects: "connection refused")
+    fetch = (
+        "import sys, time, urllib.request as u\n"
+        "for url in sys.argv[1:]:\n"
+        "    end = time.monotonic() + 60\n"
+        "    while True:\n"
+        "        try:\n"
+        "            print(url, u.urlopen(url, timeout=10).read().decode().strip()); break\n"
+        "        except OSError as e:\n"
+        "            if time.monotonic() > end: raise\n"
+        "            print(url, 'retrying:', e, file=sys.stderr); time.sleep(1)\n"
+    )
+    client = _pod(
+        "kind-tier-client",
+        workers[1],
+        [
+            "python3",
+            "-c",
+            fetch,
+            f"http://{ip}:8080/mark",
+            "http://kind-tier-server.default.svc.cluster.local/mark",
+            "file:///shared/mark",
+        ],
+    )
+    kind.apply(client)
+    deadline = time.monotonic() + 240
+    phase = ""
+    while time.monotonic() < deadline:
+        phase = kind.json("get", "pod", "kind-tier-client")["status"].get("phase", "")
+        if phase in ("Succeeded", "Failed"):
+            break
+        time.sleep(2)
+    logs = kind.k("logs", "kind-tier-client")  # stdout and the retries on stderr
+    assert phase == "Succeeded", logs
+    lines = [line for line in logs.strip().splitlines() if "retrying:" not in line]
+    assert len(lines) == 3 and all(
+        line.endswith("written-on-the-first-worker") for line in lines
+    ), logs
+    # the client ran on the other worker: the address, the Service and the shared directory
+    # all crossed nodes
+    assert kind.json("get", "pod", "kind-tier-client")["spec"]["nodeName"] != workers[0]
+
+
+def test_the_controller_is_ready(kind: Kind) -> None:
+    deploy = kind.json("get", "deployment", "-n", "stream-autoscaler-system", "stream-autoscaler")
+    assert deploy["status"].get("readyReplicas", 0) >= 1, deploy["status"]
