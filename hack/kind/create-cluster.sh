@@ -16,6 +16,12 @@ if ((local_image)) && ! docker run --rm --privileged --entrypoint true "$KIND_NO
   echo "hack/image/runc-bounded; a dockerd started before it does not: hack/image/build.sh down" >&2
   exit 1
 fi
+if kind get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER" &&
+  ! timeout 60 kubectl --context "kind-$KIND_CLUSTER" get nodes >/dev/null 2>&1; then
+  # its containers outlived their dockerd (a reboot, a stopped session): start afresh
+  echo "kind cluster $KIND_CLUSTER exists but does not answer: deleting it"
+  kind delete cluster --name "$KIND_CLUSTER"
+fi
 if kind get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER"; then
   echo "kind cluster $KIND_CLUSTER exists"
 else

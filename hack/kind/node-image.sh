@@ -243,4 +243,8 @@ printf '%s\n' "FROM $stage-preloaded" 'ENV container=docker' 'STOPSIGNAL SIGRTMI
 "$docker" rmi "$stage-preloaded" >/dev/null
 "$docker" rmi "$stage" "${images[@]}" >/dev/null 2>&1 || true
 say "built $tag ($(($("$docker" image inspect -f '{{.Size}}' "$tag") / 1000000)) MB)"
+# Node images of other inputs (1.7 GB each) and stages of interrupted builds are dead weight.
+"$docker" images --format '{{.Repository}}:{{.Tag}}' |
+  grep -E '^(stream-autoscaler/kind-node:|sa-kind-node-stage-)' | grep -vx "$tag" |
+  xargs -r "$docker" rmi >/dev/null 2>&1 || true
 echo "$tag"

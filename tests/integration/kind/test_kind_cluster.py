@@ -73,6 +73,9 @@ def kind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kind]:
     shared = tmp_path_factory.mktemp("kind-shared")
     env = {**os.environ, "KIND_CLUSTER": CLUSTER, "KIND_SHARED_DIR": str(shared)}
     env.pop("KIND_NODE_IMAGE", None)
+    # a cluster of that name left by an interrupted run holds its pods: start from none
+    delete = [str(REPO / "hack" / "kind" / "delete-cluster.sh")]
+    subprocess.run(delete, capture_output=True, env=env, timeout=300)
     t = time.monotonic()
     up = subprocess.run(
         [str(REPO / "hack" / "kind" / "up.sh")],
@@ -87,12 +90,7 @@ def kind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kind]:
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         yield Kind(env, shared)
     finally:
-        subprocess.run(
-            [str(REPO / "hack" / "kind" / "delete-cluster.sh")],
-            capture_output=True,
-            env=env,
-            timeout=300,
-        )
+        subprocess.run(delete, capture_output=True, env=env, timeout=300)
 
 
 def test_three_nodes_ready_on_our_build(kind: Kind) -> None:
