@@ -37,6 +37,7 @@ import structlog
 import yaml
 
 from app.demo_report import Row, fill_arrivals, plot, summarize, trace_lead, write_timeline
+from app.errors import AppError
 from contracts.history import ScalingHistory
 from contracts.trace import load_trace
 from controller.adapters.promql import Window
@@ -182,7 +183,7 @@ def volume_docs() -> list[dict[str, Any]]:
     return [pv, pvc]
 
 
-class KindBurstError(RuntimeError):
+class KindBurstError(AppError):
     """A step of the run failed; the message names it and what was seen."""
 
 
