@@ -8,15 +8,20 @@ What it does, on the cluster ``hack/kind/up.sh`` made (the chart installed, the 
    node;
 2. a ScalingPolicy and a burst StreamJob (a keyed count, a files sink on the volume, CPU-limited
    executors so that scaling shows on a small machine);
-3. ``kubectl get streamjobs --watch`` printed live while the burst runs; the StreamJob's status
-   and the job's pods sampled every :data:`SAMPLE_SECONDS`;
+3. ``kubectl get streamjobs --watch`` printed live while the burst runs; every
+   :data:`SAMPLE_SECONDS` the runner's own ``/metrics`` (through the API server's service proxy),
+   the StreamJob's status and the job's pods are sampled (:class:`Sampler`);
 4. once the trace has played and the job has caught up, the StreamJob is deleted (the runner stops
    at a batch boundary) and the verifier reads the volume's directory on the host: every record
-   of the trace counted exactly once;
+   the checkpoint committed counted exactly once;
 5. ``out/kind-burst/``: ``summary.json`` (``exactly_once``, ``nodes``, ``peak_executors``,
    ``actions``, ``slo_violation_seconds``, ...), ``timeline.csv`` and ``timeline.png`` (the demo's
    plot: rates, lag against the SLO, executors and partitions, each action with its reason),
    ``actions.json`` (each decision the controller recorded, with its reason and message).
+
+With ``--lose-worker`` (:class:`NodeLoss`) the worker holding executors and not the driver is
+paused once a scale-out has spread them, and the summary's ``node_loss`` says when the node was
+seen NotReady, when as many executors ran again and when the lag was back under the SLO.
 """
 
 from __future__ import annotations

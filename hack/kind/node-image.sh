@@ -99,7 +99,8 @@ path[crictl]=$(tool crictl "$CRICTL_VERSION")
 
 key=$({
   echo "$rootfs_key $KIND_VERSION"
-  sha256sum "$0" "${path[@]}"
+  sha256sum <"$0" # the content, not the path: every clone shares the image
+  sha256sum "${path[@]}"
   find "$files" -type f -print0 | sort -z | xargs -0 sha256sum
 } | sha256sum | cut -c1-12)
 tag="stream-autoscaler/kind-node:$KUBERNETES_VERSION-$key"
