@@ -2,8 +2,9 @@
 # A kind node image assembled from parts built on this machine, for hosts that reach no container
 # registry (kind's own kindest/node is pulled from Docker Hub). Prints the image's tag on stdout.
 #   hack/kind/node-image.sh          build (cached) and print the tag
-#   hack/kind/node-image.sh auto     kind's default image when it is present or can be pulled,
-#                                    else ours (what `make kind-up` uses)
+#   hack/kind/node-image.sh auto     kind's default image when it is present or can be pulled
+#                                    (or when not root: nothing, kind then uses its own), else
+#                                    ours (what `make kind-up` uses)
 # What goes in, and from where:
 #   - a Debian bookworm root filesystem (debootstrap, then apt in a chroot): systemd, Debian's
 #     containerd 1.6, runc, the CNI plugins, iptables, conntrack, iproute2 and what kubeadm checks;
@@ -28,6 +29,11 @@ docker=/usr/bin/docker
 t0=$SECONDS
 say() { printf 'kind-node: [%3ds] %s\n' "$((SECONDS - t0))" "$*" >&2; }
 
+if [[ ${1:-} == auto && $(id -u) != 0 ]]; then
+  # a laptop: kind's own image (kind pulls it); ours needs root (debootstrap, our dockerd)
+  say "not root: kind's own node image"
+  exit 0
+fi
 if [[ ${1:-} == auto ]]; then
   default=$(sed -n 's/^const Image = "\(.*\)"$/\1/p' \
     "$(cd "$repo/hack/tools/kind" && go mod download -json sigs.k8s.io/kind | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')/pkg/apis/config/defaults/image.go")
