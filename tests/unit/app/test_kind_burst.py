@@ -5,15 +5,8 @@ history with the controller's Event messages."""
 
 from __future__ import annotations
 
-from app.kind_burst import (
-    CLAIM,
-    SHARED_PATH,
-    action_line,
-    actions_of,
-    job_doc,
-    policy_doc,
-    volume_docs,
-)
+from app.kind_burst_job import CLAIM, SHARED_PATH, job_doc, policy_doc, volume_docs
+from app.kind_burst_watch import action_line, actions_of
 from contracts.manifests import validate
 from contracts.policy import ScalingPolicy
 from contracts.streamjob import StreamJob

@@ -1,0 +1,135 @@
+"""What `make kind-burst` applies (app/kind_burst.py): the burst StreamJob, its ScalingPolicy,
+and the ReadWriteMany volume over the host directory every kind worker mounts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+JOB = "kind-burst"
+POLICY = "kind-burst"
+CLAIM = "stream-autoscaler-checkpoints"
+NAMESPACE = "default"
+SHARED_PATH = "/var/lib/stream-autoscaler/shared"
+"""Where every worker mounts the shared host directory (hack/kind/lib.sh KIND_SHARED_PATH)."""
+RUNNER_UID = 10001
+"""The image's user (the chart's podSecurityContext): it must write the host directory."""
+
+TRACE = "t,input_rate\n0,1500\n20,40000\n110,400\n180,12000\n260,400\n330,0\n100000,0\n"
+"""Records/s by second since the query started: a burst that one 0.5-CPU executor cannot keep up
+with (~30,000 records/s on this machine's fastest day), a lull long enough for a scale-in (the
+policy's 30 s stabilization and 16 s cooldown), a smaller burst, then quiet."""
+
+TRACE_SECONDS = 330.0
+"""When the trace stops delivering records."""
+
+SLO_SECONDS = 20.0
+EXECUTORS = {
+    "initial": 1,
+    "cores": 1,
+    "memory": "512m",
+    "cpu": "400m",
+    "cpuLimit": "500m",
+    "memoryOverhead": "384m",
+}
+
+
+def policy_doc() -> dict[str, Any]:
+    """At most 4 executors (what two workers on this machine hold beside the driver and the
+    controller), repartition allowed, a 20 s lag SLO, short windows so the run fits in minutes."""
+    return {
+        "apiVersion": "stream-autoscaler.io/v1alpha1",
+        "kind": "ScalingPolicy",
+        "metadata": {"name": POLICY, "namespace": NAMESPACE},
+        "spec": {
+            "mode": "enforce",
+            "executors": {"min": 1, "max": 4},
+            "partitions": {
+                "min": 1,
+                "max": 8,
+                "repartition": True,
+                "perSlot": 1,
+                "maxDowntimeSeconds": 120,
+            },
+            "utilization": {"target": 0.6, "low": 0.3, "high": 0.85},
+            "lag": {"sloSeconds": SLO_SECONDS, "catchUpSeconds": 40},
+            "timing": {
+                "evaluationIntervalSeconds": 4,
+                "windowSeconds": 16,
+                "staleAfterSeconds": 40,
+                "cooldownSeconds": 16,
+                "scaleDownStabilizationSeconds": 30,
+            },
+        },
+    }
+
+
+def job_doc(root: str) -> dict[str, Any]:
+    """The burst StreamJob with everything under ``root`` (the volume's mount path in the pods,
+    or the host directory for the verifier)."""
+    return {
+        "apiVersion": "stream-autoscaler.io/v1alpha1",
+        "kind": "StreamJob",
+        "metadata": {"name": JOB, "namespace": NAMESPACE},
+        "spec": {
+            "policyRef": {"name": POLICY},
+            "source": {
+                "type": "burst",
+                "trace": f"{root}/{JOB}/trace.csv",
+                "keys": 20000,
+                "partitions": 4,
+                "maxRecordsPerBatch": 200_000,
+            },
+            "pipeline": [
+                {
+                    "type": "aggregate",
+                    "name": "count-by-key",
+                    "keys": ["key"],
+                    "aggregations": [
+                        {"fn": "count"},
+                        {"fn": "sum", "column": "value", "as": "total"},
+                    ],
+                }
+            ],
+            "sink": {"type": "files", "path": f"{root}/{JOB}/out"},
+            "trigger": {"intervalSeconds": 2},
+            "checkpoint": {
+                "location": f"{root}/{JOB}/checkpoint",
+                "volume": {"claimName": CLAIM, "mountPath": SHARED_PATH},
+            },
+            "statePartitions": 2,
+            "executors": EXECUTORS,
+        },
+    }
+
+
+def volume_docs() -> list[dict[str, Any]]:
+    """The host directory as a ReadWriteMany volume, pre-bound to the claim the jobs name."""
+    pv: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{CLAIM}-kind"},
+        "spec": {
+            "capacity": {"storage": "5Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": SHARED_PATH, "type": "Directory"},
+            "claimRef": {"namespace": NAMESPACE, "name": CLAIM},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": CLAIM,
+            "namespace": NAMESPACE,
+            "labels": {"stream-autoscaler.io/job-reference": "true"},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": pv["metadata"]["name"],
+            "resources": {"requests": {"storage": "5Gi"}},
+        },
+    }
+    return [pv, pvc]
