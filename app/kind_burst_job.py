@@ -3,7 +3,10 @@ and the ReadWriteMany volume over the host directory every kind worker mounts.""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 JOB = "kind-burst"
 POLICY = "kind-burst"
@@ -102,34 +105,11 @@ def job_doc(root: str) -> dict[str, Any]:
     }
 
 
+VOLUME_MANIFEST = Path(__file__).resolve().parent.parent / "k8s/storage/checkpoint-volume-kind.yaml"
+"""The PersistentVolume over the shared directory and the claim bound to it (hack/kind/burst.sh
+applies the same file)."""
+
+
 def volume_docs() -> list[dict[str, Any]]:
     """The host directory as a ReadWriteMany volume, pre-bound to the claim the jobs name."""
-    pv: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"{CLAIM}-kind"},
-        "spec": {
-            "capacity": {"storage": "5Gi"},
-            "accessModes": ["ReadWriteMany"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "hostPath": {"path": SHARED_PATH, "type": "Directory"},
-            "claimRef": {"namespace": NAMESPACE, "name": CLAIM},
-        },
-    }
-    pvc = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": CLAIM,
-            "namespace": NAMESPACE,
-            "labels": {"stream-autoscaler.io/job-reference": "true"},
-        },
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "",
-            "volumeName": pv["metadata"]["name"],
-            "resources": {"requests": {"storage": "5Gi"}},
-        },
-    }
-    return [pv, pvc]
+    return [d for d in yaml.safe_load_all(VOLUME_MANIFEST.read_text()) if d]

@@ -13,22 +13,8 @@ ctx=(--context "kind-$KIND_CLUSTER")
 # every worker mounts (create-cluster.sh), writable by the image's user (10001).
 mkdir -p "$KIND_SHARED_DIR"
 chown 10001:10001 "$KIND_SHARED_DIR" 2>/dev/null || chmod 0777 "$KIND_SHARED_DIR"
-kubectl "${ctx[@]}" apply --server-side --field-manager=burst-demo -f - <<EOF2
-apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: stream-autoscaler-checkpoints-kind
-spec:
-  capacity: {storage: 5Gi}
-  accessModes: [ReadWriteMany]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  hostPath: {path: $KIND_SHARED_PATH, type: Directory}
-  claimRef: {namespace: default, name: stream-autoscaler-checkpoints}
-EOF2
-sed 's/^spec:$/spec:\n  storageClassName: ""\n  volumeName: stream-autoscaler-checkpoints-kind/' \
-  "$REPO_ROOT/k8s/storage/checkpoint-claim.yaml" |
-  kubectl "${ctx[@]}" apply --server-side --field-manager=burst-demo -f -
+kubectl "${ctx[@]}" apply --server-side --field-manager=burst-demo \
+  -f "$REPO_ROOT/k8s/storage/checkpoint-volume-kind.yaml"
 kubectl "${ctx[@]}" apply --server-side --field-manager=burst-demo -f "$manifest"
 echo "watching StreamJobs (Ctrl-C to stop; events: kubectl get events --field-selector involvedObject.kind=StreamJob)"
 kubectl "${ctx[@]}" get streamjobs --all-namespaces --watch
