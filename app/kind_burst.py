@@ -30,6 +30,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -99,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
     # a fresh run: the last run's job, checkpoint and output go
     kubectl.run("delete", "streamjob", JOB, "-n", NAMESPACE, "--ignore-not-found", "--timeout=180s")
     work = shared / JOB
-    if work.exists():
-        subprocess.run(["rm", "-rf", str(work)], check=True)
+    shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "trace.csv").write_text(TRACE)
     for p in (shared, work, work / "trace.csv"):
@@ -116,7 +116,6 @@ def run(args: argparse.Namespace) -> int:
     status: dict[str, Any] = {}
     started: float | None = None
     caught_up = True
-    verdict: dict[str, Any] = {}
     try:
         deadline = time.monotonic() + MAX_WAIT_SECONDS
         while time.monotonic() < deadline:

@@ -14,16 +14,17 @@ its figures. The cluster is deleted at the end of the module.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from app.kind_burst_watch import Kubectl
 from tests.realcomponents import REPO, unavailable
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -34,36 +35,11 @@ UP_TIMEOUT_SECONDS = 1500
 the prepare step) and its load into three nodes (~90 s on a loaded machine)."""
 
 
-class Kind:
-    def __init__(self, env: dict[str, str], shared: Path) -> None:
-        self.env, self.shared = env, shared
-        self.kubectl = str(REPO / ".kind" / "bin" / "kubectl")
+@dataclass
+class Kind(Kubectl):
+    """kubectl on the tier's cluster (the one `make kind-burst` uses) and its shared directory."""
 
-    def k(self, *args: str, check: bool = True, timeout: float = 120) -> str:
-        out = subprocess.run(
-            [self.kubectl, "--context", f"kind-{CLUSTER}", *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=timeout,
-        )
-        if check and out.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {out.stderr[-2000:]}")
-        return out.stdout
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.k(*args, "-o", "json"))
-
-    def apply(self, *docs: dict[str, Any]) -> None:
-        out = subprocess.run(
-            [self.kubectl, "--context", f"kind-{CLUSTER}", "apply", "-f", "-"],
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)}),
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=60,
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
+    shared: Path = Path(".")
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +64,7 @@ def kind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kind]:
     print(f"kind up in {time.monotonic() - t:.0f} s")
     try:
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
-        yield Kind(env, shared)
+        yield Kind(f"kind-{CLUSTER}", str(REPO / ".kind" / "bin" / "kubectl"), shared)
     finally:
         subprocess.run(delete, capture_output=True, env=env, timeout=300)
 
@@ -168,8 +144,8 @@ def test_a_pod_on_one_worker_reaches_a_pod_on_the_other_by_address_and_by_servic
             "ports": [{"port": 80, "targetPort": 8080}],
         },
     }
-    kind.apply(server, service)
-    kind.k("wait", "--for=condition=Ready", "pod/kind-tier-server", "--timeout=120s", timeout=150)
+    kind.apply([server, service])
+    kind.run("wait", "--for=condition=Ready", "pod/kind-tier-server", "--timeout=120s")
     ip = kind.json("get", "pod", "kind-tier-server")["status"]["podIP"]
     # each URL retried for up to 60 s: the Service answers once kube-proxy on the client's node
     # has the server's endpoint (until then it rejects: "connection refused")
@@ -196,7 +172,7 @@ def test_a_pod_on_one_worker_reaches_a_pod_on_the_other_by_address_and_by_servic
             "file:///shared/mark",
         ],
     )
-    kind.apply(client)
+    kind.apply([client])
     deadline = time.monotonic() + 240
     phase = ""
     while time.monotonic() < deadline:
@@ -204,7 +180,7 @@ def test_a_pod_on_one_worker_reaches_a_pod_on_the_other_by_address_and_by_servic
         if phase in ("Succeeded", "Failed"):
             break
         time.sleep(2)
-    logs = kind.k("logs", "kind-tier-client")  # stdout and the retries on stderr
+    logs = kind.run("logs", "kind-tier-client")  # stdout and the retries on stderr
     assert phase == "Succeeded", logs
     lines = [line for line in logs.strip().splitlines() if "retrying:" not in line]
     assert len(lines) == 3 and all(
