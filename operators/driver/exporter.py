@@ -276,7 +276,7 @@ class RunnerMetrics:
 
     def observe_arrived(self, arrived_total: float, now: float | None = None) -> None:
         """The source's records arrived in all, read by the runner while a batch runs and
-        nothing commits (``JobRunner._probe_arrivals``): the arrival rate between two readings,
+        nothing commits (``JobRunner._probe_source``): the arrival rate between two readings,
         in the same series as the progress events' (a reading after a batch and one during the
         next measure one rate). A job started into a burst runs a first batch of a minute on
         one executor: without this its arrival was unknown until that batch committed, and the
@@ -291,6 +291,23 @@ class RunnerMetrics:
             arrival = max(0.0, arrived_total - prev[1]) / (now - prev[0])
             self._latest = replace(self._latest, arrival_rows_per_second=arrival)
         self.arrival_rate.labels(self.job).set(arrival)
+
+    def observe_backlog_while_running(self, backlog: SourceBacklog, now: float | None = None
+                                      ) -> None:
+        """The backlog read by the runner while a batch runs and nothing commits
+        (``JobRunner._probe_source``: the last committed batch's end offsets asked of the source
+        now): the records waiting and the oldest one's age keep growing while a batch hangs --
+        on executors lost with their node, say -- instead of standing at the last commit's
+        values (``test_latest_values.py::test_the_backlog_age_grows_while_a_batch_hangs``).
+        Its ``arrived_total`` feeds the arrival rate as :meth:`observe_arrived` does."""
+        j = self.job
+        _set(self.backlog_records.labels(j), backlog.records)
+        _set(self.backlog_age.labels(j), backlog.age_seconds)
+        with self._lock:
+            self._latest = replace(self._latest, backlog_records=backlog.records,
+                                   backlog_age_seconds=backlog.age_seconds)
+        if backlog.arrived_total is not None:
+            self.observe_arrived(backlog.arrived_total, now)
 
     def observe_idle(self) -> None:
         """Spark's ``onQueryIdle``: a trigger found no new data in any source. Nothing waits and

@@ -62,7 +62,7 @@ __all__ = ["ActionConflict", "ActionRecord", "JobRunner", "RunnerOptions"]
 ARRIVAL_PROBE_SECONDS = 5.0
 """While a batch has run this long without committing, the runner asks the source how much has
 arrived (no progress event comes until the batch ends), and again at this interval: the arrival
-rate is known before a long first batch commits (:meth:`JobRunner._probe_arrivals`)."""
+rate is known before a long first batch commits (:meth:`JobRunner._probe_source`)."""
 
 
 class JobRunner:
@@ -104,6 +104,9 @@ class JobRunner:
         self._lock_file: state.CheckpointLock | None = None
         self._query_started_at = 0.0
         self._arrivals_probed_at = 0.0
+        self._last_progress: dict[str, Any] | None = None
+        """The last batch's progress event: its end offsets are where the backlog starts while
+        the next batch runs."""
         self.start_steps: dict[str, float] = {}
         """Seconds of each step of :meth:`start` (``/status`` ``startSteps``); ``first_commit``
         arrives with the first batch's progress."""
@@ -378,6 +381,7 @@ class JobRunner:
     def _on_progress(self, p: dict[str, Any]) -> None:
         with self._progress:
             self.last_committed_batch = int(p["batchId"])
+            self._last_progress = p
             if self._first_commit_from is not None:  # the start's first batch: its last step
                 self.start_steps[Step.FIRST_COMMIT.value] = (
                     time.monotonic() - self._first_commit_from)
@@ -432,14 +436,17 @@ class JobRunner:
                 return
             started = max(running.started_at, self._query_started_at)
             self.metrics.observe_in_flight(running.batch, started, running.rows)
-            self._probe_arrivals(running.ends, started)
+            self._probe_source(running.ends, started)
         except Exception:  # never let the metrics stop the watch
             log.debug("in-flight batch unknown", exc_info=True)
 
-    def _probe_arrivals(self, ends: tuple[Any, ...], started: float) -> None:
-        """The records arrived by now, from the source itself, once the batch in flight has run
-        :data:`ARRIVAL_PROBE_SECONDS` and at that interval after (a job started into a burst:
-        its first batch on one executor runs for a minute and nothing else reports arrival)."""
+    def _probe_source(self, ends: tuple[Any, ...], started: float) -> None:
+        """What the source holds by now, asked of the source itself once the batch in flight
+        has run :data:`ARRIVAL_PROBE_SECONDS` and at that interval after, since no progress
+        comes until it commits: the backlog from the last committed batch's end offsets (its
+        age grows while a batch hangs on executors lost with their node), or, before any batch
+        committed, the records arrived (a job started into a burst: its first batch on one
+        executor runs for a minute and nothing else reports arrival)."""
         now = time.time()
         probe = self._backlog_probe
         if probe is None or not ends or now - started < ARRIVAL_PROBE_SECONDS:
@@ -447,6 +454,11 @@ class JobRunner:
         if now - self._arrivals_probed_at < ARRIVAL_PROBE_SECONDS:
             return
         self._arrivals_probed_at = now
+        last = self._last_progress
+        backlog = backlog_from_progress(last, probe, now) if last is not None else None
+        if backlog is not None:
+            self.metrics.observe_backlog_while_running(backlog, now)
+            return
         counts = [probe.arrived(end, now) for end in ends]
         known = [c for c in counts if c is not None]
         if known and len(known) == len(counts):

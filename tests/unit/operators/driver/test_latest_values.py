@@ -4,6 +4,9 @@ status models built from it field by field."""
 
 from __future__ import annotations
 
+import json
+import time
+
 from contracts.manifests import load_job
 from contracts.runner_api import BacklogStatus, Rates, StageReport
 from operators.driver.exporter import LatestValues, RunnerMetrics
@@ -73,3 +76,30 @@ def test_arrival_is_known_while_a_long_batch_runs() -> None:
                        SourceBacklog(records=0.0, arrived_total=110_000.0))
     assert m.latest().arrival_rows_per_second is not None
     assert m.latest().arrival_rows_per_second > 0
+
+
+def test_the_backlog_age_grows_while_a_batch_hangs() -> None:
+    """A batch that hangs (its executors lost with their node) posts no progress: the runner's
+    watch asks the source for the backlog from the last committed batch's end, so the oldest
+    record's age keeps growing instead of standing at the last commit's value."""
+    runner = JobRunner(load_job(REPO / "k8s" / "samples" / "wordcount.yaml"))
+    run_start = time.time() - 120.0
+    end = json.dumps({"offset": 1000, "runStartUs": int(run_start * 1e6)})
+    p = {"batchId": 7, "numInputRows": 1000, "durationMs": {},
+         "sources": [{"endOffset": end, "latestOffset": end}]}
+    runner.metrics.observe_progress(p, runner._backlog(p))
+    runner._on_progress(p)
+    committed = runner.metrics.latest().backlog_age_seconds
+    assert committed is not None and committed > 0
+
+    ages = []
+    for _ in range(2):
+        runner._arrivals_probed_at = 0.0  # the watch's interval, not waited here
+        runner._probe_source((end,), started=time.time() - 60.0)
+        ages.append(runner.metrics.latest().backlog_age_seconds)
+        time.sleep(0.05)
+    assert ages[0] is not None and ages[1] is not None
+    assert committed <= ages[0] < ages[1]
+    assert runner.status().backlog.age_seconds == ages[1]
+    backlog = runner.metrics.latest().backlog_records
+    assert backlog is not None and backlog > 0
