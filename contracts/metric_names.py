@@ -129,6 +129,11 @@ ADMISSION_CAP = _gauge("admission_cap_records", "Records per micro-batch the adm
                        "when it set none.")
 QUERY_FAILURES = _counter("query_failures", "Query terminations with an error.")
 FAILED_TASKS = _counter("failed_tasks", "Failed tasks in the job's stages.")
+EXECUTORS_LOST = _counter("executors_lost", "Executors lost with their node: pods Kubernetes "
+                          "marked not Ready, killed in Spark and force-deleted by the runner so "
+                          "that Spark replaces them.", ("job", "node"))
+LAST_EXECUTOR_LOSS = _gauge("last_executor_loss_timestamp_seconds", "Unix time the runner last "
+                            "removed executors lost with their node; absent before any.")
 ACTIONS = _counter("actions", "Control actions by kind and outcome.",
                    ("job", "action", "outcome"))
 LAST_RESTART_SECONDS = _gauge("last_restart_seconds", "How long the last restart (a "

@@ -80,6 +80,10 @@ class Reason(StrEnum):
     SCALE_IN = "ScaleIn"
     REPARTITION_OUT = "RepartitionStateBound"
     RECOVER_FAILURE = "RecoverFromFailure"
+    EXECUTORS_LOST = "ExecutorsLost"
+    """Executors were lost with their node (the runner removed them so that Spark replaces
+    them): capacity sized to drain what piled up, and no sizing on the batches the loss slowed
+    (:mod:`controller.core.lost_executors`)."""
     SCALE_OUT_MEMORY = "ScaleOutForMemory"
     """More executors so the memory in use spreads below the target utilization."""
     ANTICIPATED_BURST = "AnticipatedBurst"

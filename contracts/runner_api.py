@@ -435,6 +435,19 @@ class StageReport(WireModel):
     name: str | None = None
 
 
+class LostExecutorEntry(WireModel):
+    """One executor lost with its node, removed by the runner so that Spark replaces it
+    (``operators.query.node_loss``)."""
+
+    executor_id: str = Field(alias="executorId")
+    pod: str
+    node: str
+    not_ready_since: float = Field(alias="notReadySince")
+    """Unix time its pod turned not Ready."""
+    removed_at: float = Field(alias="removedAt")
+    """Unix time the runner killed it in Spark and force-deleted its pod."""
+
+
 class RunnerStatus(WireModel):
     """``GET /status``: what the runner is doing and has done."""
 
@@ -458,6 +471,8 @@ class RunnerStatus(WireModel):
     start_steps: dict[str, float] = Field(default_factory=dict, alias="startSteps")
     """Seconds each :class:`Step` of this runner's start took (a recovery's kill -> first
     batch, less the pod's scheduling and image start)."""
+    lost_executors: list[LostExecutorEntry] = Field(default_factory=list, alias="lostExecutors")
+    """Executors lost with their node, oldest first, at most :data:`RECENT_ACTIONS`."""
     action: ActionRecord | None = None
     """The action in progress."""
     last_action: ActionRecord | None = Field(default=None, alias="lastAction")

@@ -29,6 +29,7 @@ INT_FIELDS = {
     "source_partitions",
     "batches",
     "failed_tasks",
+    "executors_lost",
     "last_committed_batch",
 }
 """Snapshot fields that count things: the query's float is rounded."""

@@ -40,6 +40,8 @@ SCALARS: dict[str, str] = {
     "source_partitions": "max(" + _m(M.SOURCE_PARTITIONS.full) + ")",
     "seconds_since_progress": "time() - max(" + _m(M.LAST_PROGRESS.full) + ")",
     "failed_tasks": "sum(increase(" + _m(M.FAILED_TASKS.total) + "[$w]))",
+    "executors_lost": "sum(increase(" + _m(M.EXECUTORS_LOST.total) + "[$w]))",
+    "seconds_since_executor_loss": "time() - max(" + _m(M.LAST_EXECUTOR_LOSS.full) + ")",
     "last_committed_batch": "max(" + _m(M.LAST_COMMITTED_BATCH.full) + ")",
     "memory_used_ratio": "max(" + _m(M.EXECUTOR_MEMORY_RATIO.full) + ")",
     # the batch running now: its start is 0 while none runs, and ``> 0`` leaves no series then

@@ -108,6 +108,8 @@ SCALAR_RULES: dict[str, Rule] = {
     "source_partitions": Rule(M.SOURCE_PARTITIONS, "max"),
     "seconds_since_progress": Rule(M.LAST_PROGRESS, "age"),
     "failed_tasks": Rule(M.FAILED_TASKS, "increase"),
+    "executors_lost": Rule(M.EXECUTORS_LOST, "increase"),
+    "seconds_since_executor_loss": Rule(M.LAST_EXECUTOR_LOSS, "age"),
     "last_committed_batch": Rule(M.LAST_COMMITTED_BATCH, "max"),
     "memory_used_ratio": Rule(M.EXECUTOR_MEMORY_RATIO, "max"),
     "batch_in_flight_seconds": Rule(M.BATCH_IN_FLIGHT_START, "age"),

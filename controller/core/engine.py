@@ -7,7 +7,9 @@ The pipeline, in order (each step may end in a hold that says why):
 2. data (here): no, stale or too few metrics -> hold (unknown is never zero); a batch in flight
    explains old metrics, and one running longer than the SLO allows is sized on
    (:mod:`~controller.core.inflight`: a long batch is under-provisioning, not staleness or
-   failure);
+   failure); then executors lost with their node (:mod:`~controller.core.lost_executors`) ->
+   scale out in place to catch up, and size nothing on the batches the loss slowed while it
+   settles;
 3. sizing (:mod:`~controller.core.sizing`, DS2): the required rate is arrival + backlog /
    catch-up time; the smallest layout (executors, state partitions) that carries it at the
    target utilization, in place or with a restart that spreads state over the new slots (the
@@ -66,6 +68,7 @@ from controller.core.grading import grade
 from controller.core.guards import band, observed_gain_share, scale_in
 from controller.core.inflight import unexplained_age, with_batch_in_flight
 from controller.core.inputs import Inputs
+from controller.core.lost_executors import replace_lost
 from controller.core.reasons import Reason
 from controller.core.sizing import demand, plan, sizing_of
 from controller.core.snapshot import MetricsSnapshot
@@ -100,6 +103,9 @@ def _decide(
     problem = _data_problem(x)
     if problem is not None:
         return problem
+    lost = replace_lost(x)  # known, fresh metrics: a loss settling decides alone
+    if lost is not None:
+        return lost
     fixed = fixed_task_seconds((*history.costs, *cost_samples(snapshot, now)))
     holders = state_holders(history, snapshot.executors) if snapshot.executors else None
     model = CapacityModel.from_snapshot(snapshot, policy.lag.slo_seconds, fixed, holders)

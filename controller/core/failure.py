@@ -72,19 +72,17 @@ def restart_in_flight(x: Inputs) -> Decision | None:
     )
 
 
-def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
-    """Recovery as scale-out: restart from the checkpoint with enough capacity to catch up.
-
-    ``evidence``: why the job is down, when the caller knows more than the snapshot can say (a
-    driver pod that is gone, not one that does not answer); by default
-    :func:`~controller.core.diagnosis.failure_evidence`."""
+def catch_up_size(x: Inputs, without: str) -> tuple[int, float | None, str, float]:
+    """Executors that drain the backlog, and what arrives while they start
+    (``partitions.restartSeconds``), within ``lag.catchUpSeconds`` on top of the arrival rate,
+    at the rate per executor the last sized action expected; with nothing measured yet, the
+    target (``without`` says what that means to the caller). Returns (executors, the rate
+    required or None, a note for the message, records/s per executor or 0)."""
     s, pol = x.snapshot, x.policy
-    found = list(evidence) or failure_evidence(s, pol)
-    diagnosis = Diagnosis(kind=BottleneckKind.FAILURE, evidence=tuple(found))
     known = [e for e in x.history.entries if e.expected_rate and e.executors]
     fallback = s.target_executors or s.executors or pol.executors.initial or pol.executors.min
     n = max(fallback, pol.executors.min, 1)
-    note = "no measured capacity yet: restarting at the last size"
+    note = f"no measured capacity yet: {without}"
     required = None
     last = known[-1] if known else None
     per_exec = (last.expected_rate or 0) / (last.executors or 1) if last else 0.0
@@ -101,7 +99,19 @@ def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
             f"need {required:,.0f} records/s to drain {backlog:,.0f} records within "
             f"{pol.lag.catch_up_seconds:g} s"
         )
-    n = min(n, pol.executors.max)
+    return min(n, pol.executors.max), required, note, per_exec
+
+
+def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
+    """Recovery as scale-out: restart from the checkpoint with enough capacity to catch up.
+
+    ``evidence``: why the job is down, when the caller knows more than the snapshot can say (a
+    driver pod that is gone, not one that does not answer); by default
+    :func:`~controller.core.diagnosis.failure_evidence`."""
+    s, pol = x.snapshot, x.policy
+    found = list(evidence) or failure_evidence(s, pol)
+    diagnosis = Diagnosis(kind=BottleneckKind.FAILURE, evidence=tuple(found))
+    n, required, note, per_exec = catch_up_size(x, "restarting at the last size")
     partitions = None
     cur_p = next((st.partitions for st in s.stages if st.kind == "stateful"), None)
     if cur_p is None:

@@ -115,6 +115,15 @@ class MetricsSnapshot(Model):
         default=None, ge=0, description="Since the last committed batch (s)."
     )
     failed_tasks: int | None = Field(default=None, ge=0, description="Failed tasks in window.")
+    executors_lost: int | None = Field(
+        default=None, ge=0,
+        description="Executors lost with their node in the window (the runner removed them).",
+    )
+    seconds_since_executor_loss: float | None = Field(
+        default=None, ge=0,
+        description="Since the runner last removed executors lost with their node (s); None "
+        "before any.",
+    )
     memory_used_ratio: float | None = Field(
         default=None, ge=0, description="Executor storage+execution memory in use / available."
     )

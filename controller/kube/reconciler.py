@@ -26,12 +26,20 @@ from pydantic import ValidationError
 
 from contracts.manifests import error_lines
 from contracts.policy import ScalingPolicy, ScalingPolicySpec
-from contracts.runner_api import Phase
+from contracts.runner_api import Phase, RunnerStatus
 from contracts.streamjob import CLUSTER_CONTEXT, StreamJob
 from controller.adapters.prometheus import SnapshotSource
 from controller.adapters.promql import Window
 from controller.adapters.runner_client import RunnerClient
-from controller.core import Action, Decision, MetricsSnapshot, action_entry, evaluate, log_fields
+from controller.core import (
+    Action,
+    Decision,
+    MetricsSnapshot,
+    Reason,
+    action_entry,
+    evaluate,
+    log_fields,
+)
 from controller.errors import ControllerError
 from controller.kube import resources
 from controller.kube.actions import STATUS_HISTORY, Actions, stop_runner, try_status
@@ -339,6 +347,8 @@ class Reconciler:
         draft.decided(decision)
         draft.set_history(history)
         self.metrics.decision(decision)
+        self._loss_event(obj, decision, runner, draft.now - (
+            policy.timing.window_seconds + policy.lag.catch_up_seconds))
         after = policy.timing.evaluation_interval_seconds
         if decision.acts and decision.action is Action.RECOVER and not target.managed:
             decision = decision.model_copy(update={"enforced": False})
@@ -451,6 +461,23 @@ class Reconciler:
             self.metrics.event(type_, reason)
         except Exception as e:  # an Event lost must not lose the action
             log.warning("event_failed", reason=reason, error=f"{type(e).__name__}: {e}")
+
+    def _loss_event(self, obj: Obj, d: Decision, runner: RunnerStatus | None,
+                    since: float) -> None:
+        """A Warning Event naming the nodes whose executors were lost (the runner's
+        ``lostExecutors`` removed after ``since``), when the engine first decides on the loss."""
+        if d.reason is not Reason.EXECUTORS_LOST or runner is None:
+            return
+        last = ((obj.get("status") or {}).get("lastDecision") or {}).get("reason")
+        recent = [e for e in runner.lost_executors if e.removed_at >= since]
+        if last == d.reason.value or not recent:
+            return
+        by_node: dict[str, list[str]] = {}
+        for e in recent:
+            by_node.setdefault(e.node, []).append(e.executor_id)
+        lost = "; ".join(f"node {node} lost: executor(s) {', '.join(ids)} removed by the runner"
+                         for node, ids in sorted(by_node.items()))
+        self._event(obj, "Warning", d.reason.value, f"{lost}. {d.message}")
 
     def _refusal_event(self, obj: Obj, d: Decision) -> None:
         last = ((obj.get("status") or {}).get("lastDecision") or {}).get("reason")

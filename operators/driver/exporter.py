@@ -148,6 +148,8 @@ class RunnerMetrics:
         self._committed: int | None = None
         self.failures = c(M.QUERY_FAILURES)
         self.failed_tasks = c(M.FAILED_TASKS)
+        self.executors_lost = c(M.EXECUTORS_LOST)
+        self.last_executor_loss = g(M.LAST_EXECUTOR_LOSS)
         self.actions = c(M.ACTIONS)
         self.action_seconds = g(M.LAST_ACTION_SECONDS)
         self.action_step_seconds = g(M.ACTION_STEP_SECONDS)

@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from contracts.runner_api import (
+    RECENT_ACTIONS,
     ActionRecord,
     ActionRequest,
     BacklogStatus,
     ExecutorEntry,
     Executors,
+    LostExecutorEntry,
     Phase,
     Rates,
     RunnerStatus,
@@ -43,6 +45,7 @@ from operators.driver.gap import gap_wait_seconds
 from operators.driver.listener import ProgressListener
 from operators.driver.stages import StagePoller
 from operators.errors import first_line
+from operators.query import node_loss
 from operators.query.application import starter_for
 from operators.query.session import ExecutorPool, SessionOptions, create_session
 from operators.query.sinks import forget_unfinished_batch
@@ -104,6 +107,9 @@ class JobRunner:
         self._lock_file: state.CheckpointLock | None = None
         self._query_started_at = 0.0
         self._arrivals_probed_at = 0.0
+        self._node_loss: node_loss.NodeLossSweeper | None = None
+        self.lost_executors: list[LostExecutorEntry] = []
+        """Executors lost with their node and removed (``/status`` ``lostExecutors``)."""
         self._last_progress: dict[str, Any] | None = None
         """The last batch's progress event: its end offsets are where the backlog starts while
         the next batch runs."""
@@ -141,6 +147,7 @@ class JobRunner:
             self.pool = ExecutorPool(self.spark, self.spec.executors.cores)
             self.pool.settle(self.initial)
         self.publish_executors()
+        self._node_loss = self._node_loss_sweeper()
         self._poller = StagePoller(self.metrics, self.pool.rest, lambda: self.query_id)
         self._poller.start()
         self.spark.streams.addListener(
@@ -271,6 +278,7 @@ class JobRunner:
             last_error=self.last_error,
             max_records_per_batch=self.max_records_per_batch,
             start_steps=dict(self.start_steps),
+            lost_executors=list(self.lost_executors),
             action=self.actions.action, last_action=self.actions.last_action,
             recent_actions=list(self.actions.recent_actions),
         )
@@ -403,6 +411,8 @@ class JobRunner:
             self._publish_in_flight()
             if ticks % 5 == 0:  # keep the executor gauges fresh when no batch completes
                 self.publish_executors()
+            if ticks % int(node_loss.SWEEP_SECONDS) == 0:
+                self._remove_lost_executors()
             q = self.query
             with self.lock:
                 busy = self.actions.busy
@@ -463,6 +473,44 @@ class JobRunner:
         known = [c for c in counts if c is not None]
         if known and len(known) == len(counts):
             self.metrics.observe_arrived(sum(known), now)
+
+    def _node_loss_sweeper(self) -> node_loss.NodeLossSweeper | None:
+        """On Kubernetes, the sweeper of this application's executors lost with their node;
+        elsewhere (a standalone master, a driver outside a pod) None."""
+        if self.pool is None or self.spark is None:
+            return None
+        if not str(self.spark.sparkContext.master).startswith("k8s://"):
+            return None
+        try:
+            namespace = self.spark.conf.get("spark.kubernetes.namespace", "default") or "default"
+            return node_loss.NodeLossSweeper.in_cluster(namespace, self.pool.app_id)
+        except Exception as e:  # no in-cluster token: Spark's own detection stays
+            log.warning("executors lost with their node will not be removed early",
+                        job=self.name, error=first_line(e))
+            return None
+
+    def _remove_lost_executors(self) -> None:
+        """Executors whose node stopped reporting: killed in Spark (their tasks run elsewhere
+        at once) with the target kept, and their pods force-deleted, so that Spark creates
+        replacements (:mod:`operators.query.node_loss` says why Spark alone does not)."""
+        sweeper, pool = self._node_loss, self.pool
+        if sweeper is None or pool is None:
+            return
+        try:
+            for lost in sweeper.sweep(time.time()):
+                log.warning("executor lost with its node", job=self.name, node=lost.node,
+                            executor=lost.executor_id, pod=lost.pod)
+                with self.lock:
+                    pool.kill([lost.executor_id])
+                sweeper.remove(lost)
+                self.metrics.executors_lost.labels(self.name, lost.node).inc()
+                self.metrics.last_executor_loss.labels(self.name).set(time.time())
+                self.lost_executors = [*self.lost_executors, LostExecutorEntry(
+                    executor_id=lost.executor_id, pod=lost.pod, node=lost.node,
+                    not_ready_since=lost.not_ready_since, removed_at=time.time(),
+                )][-RECENT_ACTIONS:]
+        except Exception as e:  # the API server unreachable: the next sweep tries again
+            log.warning("lost executors not removed", job=self.name, error=first_line(e))
 
     def publish_executors(self) -> None:
         if self.pool is not None:

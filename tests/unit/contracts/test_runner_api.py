@@ -54,6 +54,8 @@ STATUS: dict[str, Any] = {
     "lastError": None,
     "maxRecordsPerBatch": 40000,
     "startSteps": {"session": 9.5, "executors": 4.25, "query_start": 1.5, "first_commit": 6.0},
+    "lostExecutors": [{"executorId": "3", "pod": "wc-exec-3", "node": "worker2",
+                       "notReadySince": 1_700_000_070.0, "removedAt": 1_700_000_081.5}],
     "action": None,
     "lastAction": ACTION,
     "recentActions": [ACTION],
@@ -67,6 +69,7 @@ def test_status_round_trips_to_the_same_json() -> None:
     assert st.last_action is not None and st.last_action.kind is ActionKind.REPARTITION
     assert st.last_action.state is ActionState.SUCCEEDED
     assert st.find_action("ab12cd34-x") == st.last_action and st.find_action("nope") is None
+    assert [(e.executor_id, e.node) for e in st.lost_executors] == [("3", "worker2")]
     assert json.loads(json.dumps(st.to_wire())) == STATUS
 
 

@@ -397,6 +397,29 @@ CASES = [
         message_has="drain",
     ),
     Case(
+        "executors lost with their node: beyond Spark's same-count replacement, to catch up",
+        snapshot(arrival=10_000, executors=1, target_executors=2, backlog=300_000, age=40,
+                 executors_lost=1, seconds_since_executor_loss=5),
+        (SCALE, Reason.EXECUTORS_LOST, 3, None),
+        history=ScalingHistory(entries=(HistoryEntry(
+            time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000),)),
+        diagnosis=BottleneckKind.FAILURE,
+        message_has="2 -> 3 executors",
+    ),
+    Case(
+        "after acting on a loss, the batches it slowed are sized on nothing while it settles",
+        snapshot(arrival=10_000, executors=1, target_executors=3, backlog=600_000, age=70,
+                 executors_lost=1, seconds_since_executor_loss=20),
+        (HOLD, Reason.EXECUTORS_LOST, None, None),
+        history=ScalingHistory(entries=(
+            HistoryEntry(time=NOW - 100, kind="recommendation", executors=2,
+                         expected_rate=12_000),
+            HistoryEntry(time=NOW - 15, kind="action", action="scale", executors=3,
+                         reason=Reason.EXECUTORS_LOST.value),
+        )),
+        message_has="scaled to 3 for it",
+    ),
+    Case(
         "stalled job (no commit for long while data waits) is a failure",
         snapshot(arrival=5_000, seconds_since_progress=300, backlog=1e6, age=300),
         (RECOVER, Reason.RECOVER_FAILURE, 1, None),
