@@ -21,7 +21,8 @@ What it does, on the cluster ``hack/kind/up.sh`` made (the chart installed, the 
 
 With ``--lose-worker`` (:class:`NodeLoss`) the worker holding executors and not the driver is
 paused once a scale-out has spread them, and the summary's ``node_loss`` says when the node was
-seen NotReady, when as many executors ran again and when the lag was back under the SLO.
+seen NotReady, when the lost executors' pods were gone and their first replacement ran, when the
+lag was back under the SLO, and the controller's ExecutorsLost Event naming the node.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     summary["caught_up"] = caught_up
     summary["unobserved_seconds"] = round(sampler.unobserved_seconds, 1)
     if loss is not None:
-        summary["node_loss"] = loss.figures()
+        summary["node_loss"] = loss.figures(events)
     write_timeline(out_dir / "timeline.csv", sampler.rows)
     plot(
         out_dir / "timeline.png",

@@ -134,13 +134,16 @@ class NodeLoss:
     """``--lose-worker``: once a scale-out has put executors on both workers, the worker that
     holds executors and not the driver is paused (``docker pause``: its kubelet stops
     reporting, its pods' connections hang, as a lost node's do); it is unpaused when the run
-    ends. Marks on the run's clock: the loss, the node seen NotReady, executors as many as before
-    on the surviving nodes, the lag back under the SLO."""
+    ends. Marks on the run's clock: the loss, the node seen NotReady, the lost executors' pods
+    gone (the runner force-deletes them: ``operators/query/node_loss.py``), the first
+    replacement running on a surviving node, as many executors as before there (when the
+    surviving nodes have room), the lag back under the SLO."""
 
     docker: str = "docker"
     node: str | None = None
     marks: dict[str, float] = field(default_factory=dict)
     executors_before: int = 0
+    pods_before: frozenset[str] = frozenset()
     lag_exceeded: bool = False
 
     def env(self) -> dict[str, str]:
@@ -169,6 +172,7 @@ class NodeLoss:
                 return
             self.node = sorted(on - drivers)[0]
             self.executors_before = len(executors)
+            self.pods_before = frozenset(p["metadata"]["name"] for p in executors)
             subprocess.run(
                 [self.docker, "pause", self.node],
                 check=True,
@@ -190,7 +194,14 @@ class NodeLoss:
             )
             if ready != "True":
                 self.marks["node_not_ready"] = t
+        on_lost = [p for p in sampler.pods if p["spec"].get("nodeName") == self.node
+                   and p["metadata"]["labels"].get("spark-role") == "executor"]
+        if "lost_pods_removed" not in self.marks and not on_lost:
+            self.marks["lost_pods_removed"] = t
         alive = [p for p in executors if p["spec"]["nodeName"] != self.node]
+        new = [p for p in alive if p["metadata"]["name"] not in self.pods_before]
+        if "replacement_running" not in self.marks and new:
+            self.marks["replacement_running"] = t
         if "replacements_running" not in self.marks and len(alive) >= self.executors_before:
             self.marks["replacements_running"] = t
         lag = sampler.rows[-1].lag_seconds if sampler.rows else None
@@ -210,10 +221,14 @@ class NodeLoss:
                 [self.docker, "unpause", self.node], env=self.env(), capture_output=True, timeout=60
             )
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """When each mark came after the loss (s); ``event``: the controller's ExecutorsLost
+        Event, which names the node."""
         lost = self.marks.get("lost")
+        named = [e["message"] for e in events or [] if e["reason"] == "ExecutorsLost"]
         return {
             "node": self.node,
+            "event": named[0] if named else None,
             "executors_before": self.executors_before,
             "lag_exceeded_slo": self.lag_exceeded,
             **{

@@ -36,7 +36,7 @@ TIER_BUDGET_SECONDS: dict[str, float] = {
     "integration/k8s": 420,
     "integration/kafka": 360,
     "integration/node": 540,
-    "integration/kind": 300,
+    "integration/kind": 840,
     "integration/s3": 180,
     "integration/cgroups": 30,
     "integration/report": 30,

@@ -67,8 +67,12 @@ def replace_lost(x: Inputs) -> Decision | None:
             diagnosis=diagnosis,
             sizing=Sizing(required_rate=required, recommended_executors=n, catching_up=True),
         )
-    done = (f"scaled to {last.executors} for it" if reacted and last is not None
-            else f"Spark replaces them up to the target {before}, enough: {note}")
+    if reacted and last is not None:
+        done = f"scaled to {last.executors} for it"
+    elif before >= pol.executors.max:
+        done = f"Spark replaces them up to the target {before}, executors.max ({note})"
+    else:
+        done = f"Spark replaces them up to the target {before}, enough: {note}"
     return x.hold(
         Reason.EXECUTORS_LOST,
         f"{diagnosis.evidence[0]}; {done}; nothing sized on the window's batches, slowed by "

@@ -45,3 +45,11 @@ def test_a_second_loss_after_the_first_was_acted_on_is_acted_on_again() -> None:
                ScalingPolicySpec(), acted, NOW)
     assert (d.action, d.reason) == (Action.SCALE, Reason.EXECUTORS_LOST), d.message
     assert d.target_executors is not None and d.target_executors > 3
+
+
+def test_at_executors_max_the_hold_says_so_rather_than_enough() -> None:
+    pol = ScalingPolicySpec.model_validate({"executors": {"min": 1, "max": 2}})
+    d = decide(snapshot(arrival=10_000, executors=1, target_executors=2, backlog=300_000, age=40,
+                        executors_lost=1, seconds_since_executor_loss=5), pol, MEASURED, NOW)
+    assert (d.action, d.reason) == (Action.HOLD, Reason.EXECUTORS_LOST), d.message
+    assert "up to the target 2, executors.max (need" in d.message
