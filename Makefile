@@ -76,9 +76,10 @@ kind-up: setup tools
 	hack/kind/up.sh
 
 ## A burst StreamJob on that cluster, watched live; the report lands in out/kind-burst/.
+## Failures under the burst: KIND_BURST_ARGS="--lose-worker --kill-executor --lose-driver-node".
 kind-burst: kind-up
 	$(PY) -m app.kind_burst --out out/kind-burst --kubectl .kind/bin/kubectl \
-	  --shared "$${KIND_SHARED_DIR:-$(CURDIR)/.kind/shared}"
+	  --shared "$${KIND_SHARED_DIR:-$(CURDIR)/.kind/shared}" $(KIND_BURST_ARGS)
 
 ## Delete the kind cluster (the shared directory stays under .kind/).
 kind-down:

@@ -22,7 +22,12 @@ What it does, on the cluster ``hack/kind/up.sh`` made (the chart installed, the 
 With ``--lose-worker`` (:class:`NodeLoss`) the worker holding executors and not the driver is
 paused once a scale-out has spread them, and the summary's ``node_loss`` says when the node was
 seen NotReady, when the lost executors' pods were gone and their first replacement ran, when the
-lag was back under the SLO, and the controller's ExecutorsLost Event naming the node.
+lag was back under the SLO, and the controller's ExecutorsLost Event naming the node. With
+``--kill-executor`` (:class:`ExecutorKill`) one executor pod is deleted in the second burst and
+``executor_kill`` says when its pod was gone and a replacement ran. With ``--lose-driver-node``
+(:class:`DriverNodeLoss`) the driver's node crashes once those have recovered (a lost worker
+comes back first) and ``driver_node_loss`` says when the driver ran again on the other worker,
+its first commit, and the controller's DriverNodeLost Event.
 """
 
 from __future__ import annotations
@@ -55,7 +60,16 @@ from app.kind_burst_job import (
     policy_doc,
     volume_docs,
 )
-from app.kind_burst_watch import Kubectl, NodeLoss, Sampler, action_line, actions_of, job_events
+from app.kind_burst_watch import (
+    DriverNodeLoss,
+    ExecutorKill,
+    Kubectl,
+    NodeLoss,
+    Sampler,
+    action_line,
+    actions_of,
+    job_events,
+)
 from contracts.trace import load_trace
 
 SAMPLE_SECONDS = 2.0
@@ -113,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
         [args.kubectl, "--context", args.context, "get", "streamjobs", "-n", NAMESPACE, "--watch"]
     )
     sampler = Sampler(kubectl)
-    loss = NodeLoss() if args.lose_worker else None
+    loss = NodeLoss(comes_back=args.lose_driver_node) if args.lose_worker else None
+    kill = ExecutorKill(kubectl, loss) if args.kill_executor else None
+    crash = DriverNodeLoss(kubectl, loss, kill) if args.lose_driver_node else None
     status: dict[str, Any] = {}
     started: float | None = None
     caught_up = True
@@ -123,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
             status = sampler.sample() or {}
             if loss is not None:
                 loss.step(sampler, status, kubectl)
+            if kill is not None:
+                kill.step(sampler, status)
+            if crash is not None:
+                crash.step(sampler, status)
             if started is None and status.get("lastCommittedBatch") is not None:
                 started = time.monotonic()
             if started is not None and time.monotonic() - started > TRACE_SECONDS:
@@ -143,14 +163,16 @@ def run(args: argparse.Namespace) -> int:
             )
         table = kubectl.run("get", "streamjobs", "-n", NAMESPACE)
         events = job_events(kubectl)
-        if loss is not None:
-            loss.restore()  # its pods then end, so the StreamJob's deletion can finish
+        for lost in (loss, crash):
+            if lost is not None:
+                lost.restore()  # its pods then end, so the StreamJob's deletion can finish
         kubectl.run("delete", "streamjob", JOB, "-n", NAMESPACE, "--timeout=180s")
     finally:
         watch.terminate()
         watch.wait(10)
-        if loss is not None:
-            loss.restore()
+        for lost in (loss, crash):
+            if lost is not None:
+                lost.restore()
     print("kind-burst: StreamJob deleted (stopped at a batch boundary); verifying on the host")
     verdict = verify_on_host(shared)
     actions = actions_of(status, events, sampler.t0)
@@ -177,6 +199,10 @@ def run(args: argparse.Namespace) -> int:
     summary["unobserved_seconds"] = round(sampler.unobserved_seconds, 1)
     if loss is not None:
         summary["node_loss"] = loss.figures(events)
+    if kill is not None:
+        summary["executor_kill"] = kill.figures()
+    if crash is not None:
+        summary["driver_node_loss"] = crash.figures(events)
     write_timeline(out_dir / "timeline.csv", sampler.rows)
     plot(
         out_dir / "timeline.png",
@@ -216,6 +242,17 @@ def main(argv: list[str] | None = None) -> int:
         "--lose-worker",
         action="store_true",
         help="pause the worker holding executors (not the driver) once they run on both",
+    )
+    p.add_argument(
+        "--kill-executor",
+        action="store_true",
+        help="delete one executor pod in the second burst (after --lose-worker's replacement)",
+    )
+    p.add_argument(
+        "--lose-driver-node",
+        action="store_true",
+        help="crash the driver's node in the second burst (after the other failures recovered; "
+        "with --lose-worker that worker comes back first)",
     )
     args = p.parse_args(argv)
     # the scrape's warnings (the driver not up yet, a restart) would break the live table; an

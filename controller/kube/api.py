@@ -307,10 +307,12 @@ class KubeApi:
             raise
         return dict(self.client.sanitize_for_serialization(pod))
 
-    def delete_pod(self, namespace: str, name: str) -> None:
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int = 30) -> None:
+        """Delete a pod; ``grace_seconds=0`` removes it from the API at once (a pod on a lost
+        node, whose kubelet would never confirm a graceful delete)."""
         try:
             self.core.delete_namespaced_pod(
-                name, namespace, grace_period_seconds=30,
+                name, namespace, grace_period_seconds=grace_seconds,
                 _request_timeout=REQUEST_TIMEOUT_SECONDS,
             )
         except ApiException as e:

@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from contracts.manifests import error_lines
+from contracts.pods import lost_with_node, node_of, not_ready_since
 from contracts.policy import ScalingPolicy, ScalingPolicySpec
 from contracts.runner_api import Phase, RunnerStatus
 from contracts.streamjob import CLUSTER_CONTEXT, StreamJob
@@ -257,6 +258,9 @@ class Reconciler:
         pod = self.api.read_pod(key[0], names.driver)
         if pod is not None and not owned_by(pod, obj["metadata"].get("uid", "")):
             raise NotOwned("Pod", key[0], names.driver)  # never adopted, never deleted
+        if pod is not None and lost_with_node(pod, draft.now):
+            self._driver_node_lost(obj, draft, job, names, pod)
+            return None
         pod_phase = ((pod or {}).get("status") or {}).get("phase")
         recovery: Decision | None = None
         intent = draft.intent()
@@ -317,6 +321,32 @@ class Reconciler:
             draft.condition("Ready", "False", "DriverPending", f"driver pod is {pod_phase}")
             return None
         return Target(names.control_url(s), names.metrics_url(s), token, managed=True)
+
+    def _driver_node_lost(self, obj: Obj, draft: StatusDraft, job: StreamJob,
+                          names: resources.Names, pod: Obj) -> None:
+        """The driver pod's node stopped reporting (:func:`contracts.pods.lost_with_node`): a
+        graceful delete would never complete and the pod's name would stay taken, so it is
+        force-deleted and the next pass recreates it on a node that reports, from the latest
+        checkpoint, sized to catch up (``recovery_from_status``). Safe only where the checkpoint
+        fences a driver that comes back with its node: a filesystem checkpoint's lock
+        (``operators.state.checkpoint.CheckpointLock``: the new runner refuses to start while the
+        old one holds it, and the kernel frees it when the old process dies). An object store
+        has no such lock: then the job waits, Degraded, for Kubernetes or a person to remove the
+        pod once the node is known down (``tests/unit/kube/test_driver_node_lost.py``)."""
+        node, since = node_of(pod), not_ready_since(pod) or draft.now
+        lost = (f"driver pod {names.driver} on node {node} has not been Ready for "
+                f"{draft.now - since:.0f} s: its node is lost")
+        if job.spec.checkpoint.on_object_store:
+            raise Degraded("DriverNodeLost", f"{lost}; the checkpoint on an object store has no "
+                           "lock to fence the old driver should the node come back, so the pod "
+                           "is left to Kubernetes: delete it with --force once the node is "
+                           "known down (or delete the Node)")
+        self.api.delete_pod(names.namespace, names.driver, grace_seconds=0)
+        draft.phase("Recovering")
+        draft.condition("Ready", "False", "DriverNodeLost", lost)
+        self._event(obj, "Warning", "DriverNodeLost",
+                    f"{lost}; force-deleted, to be recreated on a node that reports from the "
+                    "latest checkpoint (its lock fences the old driver should the node return)")
 
     def _client(self, key: Key, t: Target) -> RunnerClient:
         cached = self._clients.get(key)

@@ -8,11 +8,10 @@ Usage (the runner's watch, every :data:`SWEEP_SECONDS`, on Kubernetes only)::
         sweeper.remove(lost)                 # the pod force-deleted
 
 Kubernetes says a node is lost by marking every pod on it not Ready once the node stops
-reporting (the node controller's ``node-monitor-grace-period``, 40 s by default); the pod stays
-``Running`` in the API. That is the signal read here (:func:`lost_executors`): an executor pod
-``Running`` whose ``Ready`` condition has been ``False`` for :data:`LOST_AFTER_SECONDS` (Spark
-puts no readiness probe on executors, so nothing else turns a running executor not Ready). The
-driver's ServiceAccount reads its own executor pods, not Nodes: the node is named from the pod.
+reporting; the pod stays ``Running`` in the API. That is the signal read here
+(:func:`contracts.pods.lost_with_node`): an executor pod ``Running`` whose ``Ready`` condition has
+been ``False`` for :data:`~contracts.pods.LOST_AFTER_SECONDS`. The driver's ServiceAccount reads
+its own executor pods, not Nodes: the node is named from the pod.
 
 Why the runner acts, and not only Spark: a graceful delete of a pod on a lost node never
 completes (the kubelet that would confirm it is gone) and Spark counts a ``Running`` pod with a
@@ -27,27 +26,21 @@ its kubelet stops them; the driver ignores a removed executor's late results.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.pods import LOST_AFTER_SECONDS, Pod, lost_with_node, node_of, not_ready_since
 from operators.errors import OperatorsError
 
 SWEEP_SECONDS = 5.0
 """How often the runner lists its executor pods (one API call, a few pods)."""
 
-LOST_AFTER_SECONDS = 10.0
-"""How long an executor pod stays not Ready before it counts as lost, on top of the node
-controller's own grace period: a pod flapping with its node's heartbeat is not a loss."""
-
 APP_LABEL = "spark-app-selector"
 ROLE_LABEL = "spark-role"
 EXECUTOR_ID_LABEL = "spark-exec-id"
 """The labels Spark puts on every executor pod (``org.apache.spark.deploy.k8s.Constants``)."""
-
-Pod = Mapping[str, Any]
 
 
 class NodeLossError(OperatorsError):
@@ -69,41 +62,22 @@ class LostExecutor:
                 "notReadySince": self.not_ready_since}
 
 
-def _time(value: object) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def lost_executors(pods: Iterable[Pod], now: float,
                    lost_after: float = LOST_AFTER_SECONDS) -> list[LostExecutor]:
-    """The executors of ``pods`` (Kubernetes' JSON) lost with their node at ``now``: phase
-    ``Running``, container not terminated, ``Ready`` False for ``lost_after`` seconds. A pod
-    already deleted gracefully (a deletion timestamp) still counts: on a lost node that delete
-    never ends (``test_node_loss.py``)."""
+    """The executors of ``pods`` (Kubernetes' JSON) lost with their node at ``now``
+    (:func:`contracts.pods.lost_with_node`); one Spark already deleted gracefully still counts
+    (``test_node_loss.py``)."""
     out: list[LostExecutor] = []
     for pod in pods:
-        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
-        if labels.get(ROLE_LABEL) != "executor" or status.get("phase") != "Running":
+        executor_id = str(labels.get(EXECUTOR_ID_LABEL) or "")
+        since = not_ready_since(pod)
+        if labels.get(ROLE_LABEL) != "executor" or not executor_id or since is None:
             continue
-        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"),
-                     None)
-        since = _time((ready or {}).get("lastTransitionTime"))
-        if ready is None or ready.get("status") != "False" or since is None:
-            continue
-        if any((cs.get("state") or {}).get("terminated")
-               for cs in status.get("containerStatuses") or []):
-            continue  # the container ended: Spark's own lifecycle handles an exited executor
-        if now - since < lost_after:
-            continue
-        out.append(LostExecutor(str(labels.get(EXECUTOR_ID_LABEL, "")), str(meta.get("name")),
-                                str((pod.get("spec") or {}).get("nodeName") or "unknown"),
-                                since))
-    return [e for e in out if e.executor_id]
+        if lost_with_node(pod, now, lost_after):
+            out.append(LostExecutor(executor_id, str(meta.get("name")), node_of(pod), since))
+    return out
 
 
 class NodeLossSweeper:

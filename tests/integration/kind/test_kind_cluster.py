@@ -8,11 +8,17 @@ the chart installed) in a cluster of the tier's own, then what `make kind-burst`
 - the chart's controller Ready, and both workers writing the shared checkpoint directory
   (``KIND_SHARED_DIR``) that one sees what the other wrote.
 
-- a worker lost under a burst (`make kind-burst`'s ``--lose-worker``: the worker holding
-  executors and not the driver paused once a scale-out spread them): the runner removes the
-  executors Kubernetes marked not Ready, Spark replaces them on the surviving worker, the
-  controller names the node in an ``ExecutorsLost`` Event, the lag comes back under the SLO, and
-  every record the checkpoint committed is counted exactly once.
+- failures under a burst, in turn, in one `make kind-burst` run (``--lose-worker
+  --kill-executor --lose-driver-node``), every record the checkpoint committed counted exactly
+  once across them:
+  - a worker lost (the one holding executors and not the driver, paused once a scale-out spread
+    them): the runner removes the executors Kubernetes marked not Ready, Spark replaces them on
+    the surviving worker, the controller names the node in an ``ExecutorsLost`` Event, the lag
+    comes back under the SLO; then the worker comes back;
+  - an executor pod killed: Spark replaces it;
+  - the driver's node crashed: the controller force-deletes the driver pod Kubernetes left
+    Running, names the node in a ``DriverNodeLost`` Event, and the driver comes back on the
+    other worker from the latest checkpoint and commits.
 
 docs/testbed.md has the figures. The cluster is deleted at the end of the module.
 """
@@ -207,29 +213,38 @@ LOSS_STORY_TIMEOUT_SECONDS = 1800
 """kind-burst's own bound (app.kind_burst.MAX_WAIT_SECONDS, 1,200 s) plus the verifier."""
 
 
-def test_a_lost_worker_is_replaced_named_and_exactly_once_holds(
-    kind: Kind, tmp_path: Path
-) -> None:
-    out = tmp_path / "kind-burst"
+@pytest.fixture(scope="module")
+def losses(kind: Kind, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One kind-burst with three failures in turn on the tier's cluster (a worker lost and back,
+    an executor pod killed, the driver's node crashed): its summary. Exactly once is the
+    verdict over the whole run, across all three."""
+    out = tmp_path_factory.mktemp("kind-burst")
     t = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "app.kind_burst", "--out", str(out), "--context", kind.context,
-         "--kubectl", kind.binary, "--shared", str(kind.shared), "--lose-worker"],
+         "--kubectl", kind.binary, "--shared", str(kind.shared), "--lose-worker",
+         "--kill-executor", "--lose-driver-node"],
         capture_output=True, text=True, cwd=REPO, timeout=LOSS_STORY_TIMEOUT_SECONDS,
     )  # fmt: skip
     lines = [line for line in run.stdout.splitlines() if not line.startswith("kind-burst   ")]
-    print("\n".join(lines[-60:]), f"\nkind-burst --lose-worker in {time.monotonic() - t:.0f} s")
+    print("\n".join(lines[-60:]), f"\nkind-burst with losses in {time.monotonic() - t:.0f} s")
     assert (out / "summary.json").exists(), run.stdout[-3000:] + run.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    loss = summary["node_loss"]
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
     print(json.dumps({k: summary.get(k) for k in (
-        "node_loss", "actions", "slo_violation_seconds", "max_lag_seconds")}, indent=1))
+        "node_loss", "executor_kill", "driver_node_loss", "actions", "slo_violation_seconds",
+        "max_lag_seconds")},
+        indent=1))
     assert run.returncode == 0, run.stderr[-3000:]
     assert summary["exactly_once"] is True and summary["caught_up"] is True
+    return summary
+
+
+def test_a_lost_worker_is_replaced_named_and_exactly_once_holds(losses: dict[str, Any]) -> None:
+    loss = losses["node_loss"]
     # executors ran on both workers, and the lost one held executors and not the driver
-    assert sorted(summary["nodes"]["executors"]) == sorted(summary["nodes"]["workers"])
-    assert loss["node"] in summary["nodes"]["workers"]
-    assert loss["node"] not in summary["nodes"]["driver"]
+    assert sorted(losses["nodes"]["executors"]) == sorted(losses["nodes"]["workers"])
+    assert loss["node"] in losses["nodes"]["workers"]
+    assert loss["driver_node"] is not None and loss["node"] != loss["driver_node"]
     # the runner removed the lost executors soon after Kubernetes called the node NotReady
     # (Spark alone deleted them ~160 s after the loss and never replaced them); a
     # replacement then ran on the surviving worker
@@ -239,3 +254,33 @@ def test_a_lost_worker_is_replaced_named_and_exactly_once_holds(
     assert loss["event"] is not None and f"node {loss['node']} lost" in loss["event"], loss
     if loss["lag_exceeded_slo"]:
         assert "lag_under_slo_after_s" in loss, loss
+
+
+def test_a_killed_executor_pod_is_replaced_and_exactly_once_holds(
+    losses: dict[str, Any],
+) -> None:
+    """The same failure on a smaller scale: one executor pod deleted (as an eviction does).
+    Spark sees its pod deleted and replaces it up to the target; the run's verdict (the
+    fixture's) covers every record across both failures."""
+    kill = losses["executor_kill"]
+    assert kill["pod"] is not None, kill
+    assert kill["pod_gone_after_s"] < 60, kill
+    assert "replacement_running_after_s" in kill, kill
+
+
+def test_the_drivers_node_lost_the_driver_comes_back_on_the_other_worker(
+    losses: dict[str, Any],
+) -> None:
+    """The driver's node crashes: Kubernetes marks the driver pod not Ready and leaves it
+    Running; the controller force-deletes it (the checkpoint's lock fences the old driver),
+    names the node in a DriverNodeLost Event, and recreates the driver on the other worker from
+    the latest checkpoint, which commits again."""
+    crash = losses["driver_node_loss"]
+    assert crash["node"] in losses["nodes"]["workers"], crash
+    assert crash["event"] is not None and f"on node {crash['node']}" in crash["event"], crash
+    assert crash["old_driver_gone_after_s"] >= crash["node_not_ready_after_s"], crash
+    assert crash["driver_running_after_s"] >= crash["old_driver_gone_after_s"], crash
+    assert crash["first_commit_after_s"] >= crash["driver_running_after_s"], crash
+    assert len(losses["nodes"]["driver"]) == 2, losses["nodes"]  # it ran on both workers
+    if crash["lag_exceeded_slo"]:
+        assert "lag_under_slo_after_s" in crash, crash

@@ -1,0 +1,42 @@
+"""A pod on a lost node as Kubernetes leaves it (``contracts.pods``): Running, Ready False since
+the node controller gave up on the node, its containers still running as far as the API knows.
+Both planes read it: the runner for its executors, the controller for a driver pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contracts.pods import LOST_AFTER_SECONDS, lost_with_node, node_of, not_ready_since, parse_time
+
+SINCE = "2026-11-28T20:48:30Z"
+T = parse_time(SINCE)
+assert T is not None
+
+
+def _pod(ready: str = "False", phase: str = "Running", terminated: bool = False,
+         deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "wc-driver"}
+    if deleting:
+        meta["deletionTimestamp"] = SINCE  # a graceful delete the lost kubelet never confirms
+    state = {"terminated": {"exitCode": 137}} if terminated else {"running": {}}
+    return {"metadata": meta, "spec": {"nodeName": "kind-worker"},
+            "status": {"phase": phase,
+                       "conditions": [{"type": "Ready", "status": ready,
+                                       "lastTransitionTime": SINCE}],
+                       "containerStatuses": [{"name": "runner", "state": state}]}}
+
+
+def test_a_running_pod_not_ready_is_lost_after_the_margin_even_while_being_deleted() -> None:
+    assert not_ready_since(_pod()) == T
+    assert not lost_with_node(_pod(), T + LOST_AFTER_SECONDS - 1)
+    assert lost_with_node(_pod(), T + LOST_AFTER_SECONDS)
+    assert lost_with_node(_pod(deleting=True), T + 60)
+    assert node_of(_pod()) == "kind-worker" and node_of({}) == "unknown"
+
+
+def test_a_ready_pending_or_ended_pod_is_not_lost_with_its_node() -> None:
+    for pod in (_pod(ready="True"), _pod(phase="Pending"), _pod(phase="Failed"),
+                _pod(terminated=True)):
+        assert not_ready_since(pod) is None
+        assert not lost_with_node(pod, T + 600)
+    assert parse_time("yesterday") is None and parse_time(None) is None
