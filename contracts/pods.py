@@ -2,7 +2,11 @@
 
 When a node stops reporting, the node controller marks every pod on it not Ready (after its
 ``node-monitor-grace-period``, 40 s by default) and leaves it ``Running`` in the API; a delete of
-such a pod never completes, because the kubelet that would confirm it is gone. The runner reads
+such a pod never completes, because the kubelet that would confirm it is gone. It sets the
+``Ready`` condition only: ``ContainersReady`` stays ``True`` (measured on kind with a paused
+node). The kubelet sets both together -- a readiness probe failing (the driver pod's, while it
+starts) turns both ``False`` -- so ``Ready`` False beside ``ContainersReady`` True, on a pod with
+no readiness gates, is the node controller's word. The runner reads
 this of its executors (``operators/query/node_loss.py``), the controller of a driver pod
 (``controller/kube/reconciler.py``). Standard library only; pods are the API's JSON.
 """
@@ -31,18 +35,20 @@ def parse_time(value: object) -> float | None:
 
 
 def not_ready_since(pod: Pod) -> float | None:
-    """When a running pod whose containers all still run turned not Ready (Unix time), or None.
-
-    A container that ended is its owner's to handle (Spark's lifecycle, the controller's
-    restart), and Spark's pods and ours have no readiness probe, so for them nothing but a
-    lost node turns a running pod not Ready. A pod already being deleted still counts: on a lost
-    node that delete never ends (``tests/unit/contracts/test_pods.py``)."""
+    """When the node controller turned a running pod not Ready (Unix time), or None: ``Ready``
+    False while ``ContainersReady`` stays True, no readiness gates, no container ended (one that
+    ended is its owner's to handle: Spark's lifecycle, the controller's restart). A pod already
+    being deleted still counts: on a lost node that delete never ends
+    (``tests/unit/contracts/test_pods.py``)."""
     status = pod.get("status") or {}
-    if status.get("phase") != "Running":
+    if status.get("phase") != "Running" or (pod.get("spec") or {}).get("readinessGates"):
         return None
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ready = conditions.get("Ready")
     if ready is None or ready.get("status") != "False":
         return None
+    if (conditions.get("ContainersReady") or {}).get("status") != "True":
+        return None  # the kubelet's own not-Ready: a probe failing, a container starting
     if any((cs.get("state") or {}).get("terminated")
            for cs in status.get("containerStatuses") or []):
         return None

@@ -9,7 +9,8 @@ Usage (the runner's watch, every :data:`SWEEP_SECONDS`, on Kubernetes only)::
 
 Kubernetes says a node is lost by marking every pod on it not Ready once the node stops
 reporting; the pod stays ``Running`` in the API. That is the signal read here
-(:func:`contracts.pods.lost_with_node`): an executor pod ``Running`` whose ``Ready`` condition has
+(:func:`contracts.pods.lost_with_node`): an executor pod ``Running`` whose ``Ready`` condition (not
+``ContainersReady``: the kubelet sets both, the node controller only the first) has
 been ``False`` for :data:`~contracts.pods.LOST_AFTER_SECONDS`. The driver's ServiceAccount reads
 its own executor pods, not Nodes: the node is named from the pod.
 

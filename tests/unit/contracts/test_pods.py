@@ -14,15 +14,21 @@ assert T is not None
 
 
 def _pod(ready: str = "False", phase: str = "Running", terminated: bool = False,
-         deleting: bool = False) -> dict[str, Any]:
+         deleting: bool = False, containers_ready: str = "True",
+         gates: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "wc-driver"}
     if deleting:
         meta["deletionTimestamp"] = SINCE  # a graceful delete the lost kubelet never confirms
     state = {"terminated": {"exitCode": 137}} if terminated else {"running": {}}
-    return {"metadata": meta, "spec": {"nodeName": "kind-worker"},
+    spec: dict[str, Any] = {"nodeName": "kind-worker"}
+    if gates:
+        spec["readinessGates"] = [{"conditionType": "example.com/feature"}]
+    return {"metadata": meta, "spec": spec,
             "status": {"phase": phase,
                        "conditions": [{"type": "Ready", "status": ready,
-                                       "lastTransitionTime": SINCE}],
+                                       "lastTransitionTime": SINCE},
+                                      {"type": "ContainersReady", "status": containers_ready,
+                                       "lastTransitionTime": "2026-11-28T20:40:00Z"}],
                        "containerStatuses": [{"name": "runner", "state": state}]}}
 
 
@@ -34,9 +40,11 @@ def test_a_running_pod_not_ready_is_lost_after_the_margin_even_while_being_delet
     assert node_of(_pod()) == "kind-worker" and node_of({}) == "unknown"
 
 
-def test_a_ready_pending_or_ended_pod_is_not_lost_with_its_node() -> None:
+def test_a_ready_pending_starting_or_ended_pod_is_not_lost_with_its_node() -> None:
+    """A readiness probe failing (the driver pod while its runner starts) is the kubelet's
+    not-Ready: ContainersReady is False with it. Only the node controller leaves it True."""
     for pod in (_pod(ready="True"), _pod(phase="Pending"), _pod(phase="Failed"),
-                _pod(terminated=True)):
+                _pod(terminated=True), _pod(containers_ready="False"), _pod(gates=True)):
         assert not_ready_since(pod) is None
         assert not lost_with_node(pod, T + 600)
     assert parse_time("yesterday") is None and parse_time(None) is None

@@ -29,6 +29,8 @@ NOW = (parse_time(SINCE) or 0.0) + 25.0
 POD = {"metadata": {"name": "wc-driver"}, "spec": {"nodeName": "kind-worker"},
        "status": {"phase": "Running",
                   "conditions": [{"type": "Ready", "status": "False",
+                                  "lastTransitionTime": SINCE},
+                                 {"type": "ContainersReady", "status": "True",
                                   "lastTransitionTime": SINCE}],
                   "containerStatuses": [{"name": "runner", "state": {"running": {}}}]}}
 

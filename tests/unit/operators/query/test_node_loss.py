@@ -33,7 +33,9 @@ def _pod(name: str, exec_id: str, node: str, ready: str = "True", since: str = A
         "spec": {"nodeName": node},
         "status": {
             "phase": phase,
-            "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": since}],
+            "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": since},
+                           {"type": "ContainersReady", "status": "True",
+                            "lastTransitionTime": AGO_30}],
             "containerStatuses": [{"name": "spark-kubernetes-executor", "state": state}],
         },
     }
