@@ -28,12 +28,17 @@ from controller.core.inputs import Inputs
 from controller.core.reasons import Action, BottleneckKind, Reason
 
 
+def settle_seconds(x: Inputs) -> float:
+    """How long a loss distorts what the engine reads: the metrics window, plus the catch-up the
+    replacement was sized for."""
+    return x.policy.timing.window_seconds + x.policy.lag.catch_up_seconds
+
+
 def settling(x: Inputs) -> float | None:
-    """Seconds since the last loss while it is recent enough to distort the window (the window
-    plus the catch-up the replacement was sized for), else None."""
+    """Seconds since the last loss while it is recent enough to distort the window
+    (:func:`settle_seconds`), else None."""
     since = x.snapshot.seconds_since_executor_loss
-    span = x.policy.timing.window_seconds + x.policy.lag.catch_up_seconds
-    if since is None or since >= span:
+    if since is None or since >= settle_seconds(x):
         return None
     return since
 
@@ -55,7 +60,6 @@ def replace_lost(x: Inputs) -> Decision | None:
     last = x.history.last_action()
     reacted = (last is not None and last.reason == Reason.EXECUTORS_LOST.value
                and last.time >= x.now - since)
-    span = pol.timing.window_seconds + pol.lag.catch_up_seconds
     if n > before and not reacted:
         return Decision(
             action=Action.SCALE,
@@ -76,6 +80,6 @@ def replace_lost(x: Inputs) -> Decision | None:
     return x.hold(
         Reason.EXECUTORS_LOST,
         f"{diagnosis.evidence[0]}; {done}; nothing sized on the window's batches, slowed by "
-        f"the loss, for {span - since:.0f} s more",
+        f"the loss, for {settle_seconds(x) - since:.0f} s more",
         diagnosis,
     )
