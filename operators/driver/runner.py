@@ -500,8 +500,7 @@ class JobRunner:
             for lost in sweeper.sweep(time.time()):
                 log.warning("executor lost with its node", job=self.name, node=lost.node,
                             executor=lost.executor_id, pod=lost.pod)
-                with self.lock:
-                    pool.kill([lost.executor_id])
+                pool.kill([lost.executor_id])  # re-asserts the pool's target: Spark replaces it
                 sweeper.remove(lost)
                 self.metrics.executors_lost.labels(self.name, lost.node).inc()
                 self.metrics.last_executor_loss.labels(self.name).set(time.time())
