@@ -19,8 +19,8 @@ What it does, on the cluster ``hack/kind/up.sh`` made (the chart installed, the 
    plot: rates, lag against the SLO, executors and partitions, each action with its reason),
    ``actions.json`` (each decision the controller recorded, with its reason and message).
 
-With ``--lose-worker`` (:class:`NodeLoss`) the worker holding executors and not the driver is
-paused once a scale-out has spread them, and the summary's ``node_loss`` says when the node was
+With ``--lose-worker`` (:class:`NodeLoss`) a worker holding executors and not the driver is
+paused once a scale-out has run, and the summary's ``node_loss`` says when the node was
 seen NotReady, when the lost executors' pods were gone and their first replacement ran, when the
 lag was back under the SLO, and the controller's ExecutorsLost Event naming the node. With
 ``--kill-executor`` (:class:`ExecutorKill`) one executor pod is deleted in the second burst and

@@ -145,8 +145,8 @@ def _ready(kubectl: Kubectl, node: str) -> str:
 
 @dataclass
 class NodeLoss:
-    """``--lose-worker``: once a scale-out has put executors on both workers, the worker that
-    holds executors and not the driver is paused (``docker pause``: its kubelet stops
+    """``--lose-worker``: once a scale-out has run, a worker that holds executors and not the
+    driver is paused (``docker pause``: its kubelet stops
     reporting, its pods' connections hang, as a lost node's do); it is unpaused when the run
     ends. Marks on the run's clock: the loss, the node seen NotReady, the lost executors' pods
     gone (the runner force-deletes them: ``operators/query/node_loss.py``), the first
@@ -179,7 +179,9 @@ class NodeLoss:
                 if p["metadata"]["labels"].get("spark-role") == "driver"
             }
             on = {p["spec"]["nodeName"] for p in executors}
-            if status.get("intent") is not None or len(on) < 2 or not on - drivers:
+            # after a scale-out, a worker with executors and not the driver: where the scheduler
+            # put them is its choice (under load all of them may sit on one worker)
+            if status.get("intent") is not None or len(executors) < 2 or not on - drivers:
                 return
             self.node = sorted(on - drivers)[0]
             self.driver_node = sorted(d for d in drivers if d)[0] if any(drivers) else None

@@ -11,9 +11,9 @@ the chart installed) in a cluster of the tier's own, then what `make kind-burst`
 - failures under a burst, in turn, in one `make kind-burst` run (``--lose-worker
   --kill-executor --lose-driver-node``), every record the checkpoint committed counted exactly
   once across them:
-  - a worker lost (the one holding executors and not the driver, paused once a scale-out spread
-    them): the runner removes the executors Kubernetes marked not Ready, Spark replaces them on
-    the surviving worker, the controller names the node in an ``ExecutorsLost`` Event, the lag
+  - a worker lost (one holding executors and not the driver, paused once a scale-out ran): the
+    runner removes the executors Kubernetes marked not Ready, Spark replaces them on the
+    surviving worker, the controller names the node in an ``ExecutorsLost`` Event, the lag
     comes back under the SLO; then the worker comes back;
   - an executor pod killed: Spark replaces it;
   - the driver's node crashed: the controller force-deletes the driver pod Kubernetes left
@@ -241,7 +241,8 @@ def losses(kind: Kind, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
 
 def test_a_lost_worker_is_replaced_named_and_exactly_once_holds(losses: dict[str, Any]) -> None:
     loss = losses["node_loss"]
-    # executors ran on both workers, and the lost one held executors and not the driver
+    # the lost worker held executors and not the driver; with the replacements on the other,
+    # executors ran on both
     assert sorted(losses["nodes"]["executors"]) == sorted(losses["nodes"]["workers"])
     assert loss["node"] in losses["nodes"]["workers"]
     assert loss["driver_node"] is not None and loss["node"] != loss["driver_node"]
