@@ -147,10 +147,18 @@ def run(args: argparse.Namespace) -> int:
                 started = time.monotonic()
             if started is not None and time.monotonic() - started > TRACE_SECONDS:
                 lag = sampler.rows[-1].lag_seconds
+                # the failures asked for have happened (and the driver's node loss recovered):
+                # a run that ended before them would report a loss it never had
+                failures_done = (
+                    (loss is None or loss.node is not None)
+                    and (kill is None or kill.pod is not None)
+                    and (crash is None or "first_commit" in crash.marks)
+                )
                 if (
                     status.get("intent") is None
                     and lag is not None
                     and lag <= CAUGHT_UP_LAG_SECONDS
+                    and failures_done
                 ):
                     break
             time.sleep(SAMPLE_SECONDS)
