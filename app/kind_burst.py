@@ -48,6 +48,7 @@ import yaml
 
 from app.demo_report import fill_arrivals, plot, summarize, trace_lead, write_timeline
 from app.errors import KindBurstError
+from app.kind_burst_failures import DriverNodeLoss, ExecutorKill, NodeLoss
 from app.kind_burst_job import (
     JOB,
     NAMESPACE,
@@ -60,16 +61,7 @@ from app.kind_burst_job import (
     policy_doc,
     volume_docs,
 )
-from app.kind_burst_watch import (
-    DriverNodeLoss,
-    ExecutorKill,
-    Kubectl,
-    NodeLoss,
-    Sampler,
-    action_line,
-    actions_of,
-    job_events,
-)
+from app.kind_burst_watch import Kubectl, Sampler, action_line, actions_of, job_events
 from contracts.trace import load_trace
 
 SAMPLE_SECONDS = 2.0
