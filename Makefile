@@ -76,7 +76,7 @@ kind-up: setup tools
 	hack/kind/up.sh
 
 ## A burst StreamJob on that cluster, watched live; the report lands in out/kind-burst/.
-## Failures under the burst: KIND_BURST_ARGS="--lose-worker --kill-executor --lose-driver-node".
+## Failures under the burst: KIND_BURST_ARGS="--kill-controller --lose-worker --kill-executor --lose-driver-node".
 kind-burst: kind-up
 	$(PY) -m app.kind_burst --out out/kind-burst --kubectl .kind/bin/kubectl \
 	  --shared "$${KIND_SHARED_DIR:-$(CURDIR)/.kind/shared}" $(KIND_BURST_ARGS)

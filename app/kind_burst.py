@@ -11,15 +11,20 @@ What it does, on the cluster ``hack/kind/up.sh`` made (the chart installed, the 
 3. ``kubectl get streamjobs --watch`` printed live while the burst runs; every
    :data:`SAMPLE_SECONDS` the runner's own ``/metrics`` (through the API server's service proxy),
    the StreamJob's status and the job's pods are sampled (:class:`Sampler`);
-4. once the trace has played and the job has caught up, the StreamJob is deleted (the runner stops
-   at a batch boundary) and the verifier reads the volume's directory on the host: every record
-   the checkpoint committed counted exactly once;
+4. once the trace has played, the job has caught up and the quiet after it has been scaled in
+   (:class:`ScaleIns`: each scale-in as the runner did it, between two batches or not, and the
+   tasks that failed around it), the StreamJob is deleted (the runner stops at a batch boundary)
+   and the verifier reads the volume's directory on the host: every record the checkpoint
+   committed counted exactly once;
 5. ``out/kind-burst/``: ``summary.json`` (``exactly_once``, ``nodes``, ``peak_executors``,
    ``actions``, ``slo_violation_seconds``, ...), ``timeline.csv`` and ``timeline.png`` (the demo's
    plot: rates, lag against the SLO, executors and partitions, each action with its reason),
    ``actions.json`` (each decision the controller recorded, with its reason and message).
 
-With ``--lose-worker`` (:class:`NodeLoss`) a worker holding executors and not the driver is
+With ``--kill-controller`` (:class:`ControllerKill`) the leading controller pod is force-deleted
+while the first action is in flight, and ``controller_kill`` names the new leader and what the
+runner recorded of that action (started once, and how it ended). With ``--lose-worker``
+(:class:`NodeLoss`) a worker holding executors and not the driver is
 paused once a scale-out has run, and the summary's ``node_loss`` says when the node was
 seen NotReady, when the lost executors' pods were gone and their first replacement ran, when the
 lag was back under the SLO, and the controller's ExecutorsLost Event naming the node. With
@@ -48,7 +53,7 @@ import yaml
 
 from app.demo_report import fill_arrivals, plot, summarize, trace_lead, write_timeline
 from app.errors import KindBurstError
-from app.kind_burst_failures import DriverNodeLoss, ExecutorKill, NodeLoss
+from app.kind_burst_failures import ControllerKill, DriverNodeLoss, ExecutorKill, NodeLoss
 from app.kind_burst_job import (
     JOB,
     NAMESPACE,
@@ -61,13 +66,24 @@ from app.kind_burst_job import (
     policy_doc,
     volume_docs,
 )
-from app.kind_burst_watch import Kubectl, Sampler, action_line, actions_of, job_events
+from app.kind_burst_watch import (
+    Kubectl,
+    Sampler,
+    ScaleIns,
+    action_line,
+    actions_of,
+    job_events,
+    rpc_secret_in_env,
+)
+from contracts.history import ScalingHistory
 from contracts.trace import load_trace
 
 SAMPLE_SECONDS = 2.0
 CAUGHT_UP_LAG_SECONDS = 6.0
 """A backlog no older than three 2 s triggers is caught up."""
 
+MIN_EXECUTORS = int(policy_doc()["spec"]["executors"]["min"])
+"""The policy's floor: a job there has nothing left to scale in."""
 MAX_WAIT_SECONDS = 1200.0
 """The whole run's bound: the trace, the start of the job, slow days."""
 
@@ -90,6 +106,19 @@ def verify_on_host(shared: Path) -> dict[str, Any]:
     if out.returncode != 0:
         raise KindBurstError(f"the verifier failed: {out.stderr.strip()[-2000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def scaled_in(status: dict[str, Any], scale_ins: ScaleIns, t0: float) -> bool:
+    """The job is back to what the quiet needs: at the policy's minimum, or scaled in (the
+    runner's record read) since its last other action (a run that never acted has nothing to
+    scale in). The trace ends in silence, so the engine scales in once its stabilization
+    window has passed; a run that ended before would report half a burst."""
+    history = ScalingHistory.model_validate(status.get("history") or {})
+    others = [e.time - t0 for e in history.entries
+              if e.kind == "action" and e.reason != "ScaleIn"]
+    target = (status.get("executors") or {}).get("target")
+    return not others or (target == MIN_EXECUTORS and not scale_ins.pending) or scale_ins.after(
+        max(others))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         [args.kubectl, "--context", args.context, "get", "streamjobs", "-n", NAMESPACE, "--watch"]
     )
     sampler = Sampler(kubectl)
+    scale_ins = ScaleIns(kubectl)
+    leader_kill = ControllerKill(kubectl) if args.kill_controller else None
+    rpc_secret: set[str] = set()
     loss = NodeLoss(comes_back=args.lose_driver_node) if args.lose_worker else None
     kill = ExecutorKill(kubectl, loss) if args.kill_executor else None
     crash = DriverNodeLoss(kubectl, loss, kill) if args.lose_driver_node else None
@@ -129,6 +161,10 @@ def run(args: argparse.Namespace) -> int:
         deadline = time.monotonic() + MAX_WAIT_SECONDS
         while time.monotonic() < deadline:
             status = sampler.sample() or {}
+            scale_ins.step(sampler, status)
+            rpc_secret.update(rpc_secret_in_env(sampler.pods))
+            if leader_kill is not None:
+                leader_kill.step(sampler, status)
             if loss is not None:
                 loss.step(sampler, status, kubectl)
             if kill is not None:
@@ -142,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
                 # the failures asked for have happened (and the driver's node loss recovered):
                 # a run that ended before them would report a loss it never had
                 failures_done = (
-                    (loss is None or loss.node is not None)
+                    (leader_kill is None or leader_kill.record is not None)
+                    and (loss is None or loss.node is not None)
                     and (kill is None or kill.pod is not None)
                     and (crash is None or "first_commit" in crash.marks)
                 )
@@ -151,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
                     and lag is not None
                     and lag <= CAUGHT_UP_LAG_SECONDS
                     and failures_done
+                    and scaled_in(status, scale_ins, sampler.t0)
                 ):
                     break
             time.sleep(SAMPLE_SECONDS)
@@ -196,6 +234,10 @@ def run(args: argparse.Namespace) -> int:
         }
     )
     summary["caught_up"] = caught_up
+    summary["scale_ins"] = scale_ins.done
+    summary["rpc_secret_in_pod_env"] = sorted(rpc_secret)
+    if leader_kill is not None:
+        summary["controller_kill"] = leader_kill.figures()
     summary["unobserved_seconds"] = round(sampler.unobserved_seconds, 1)
     if loss is not None:
         summary["node_loss"] = loss.figures(events)
@@ -238,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--context", default="kind-stream-autoscaler")
     p.add_argument("--kubectl", default="kubectl")
     p.add_argument("--shared", required=True, help="the host directory the workers mount")
+    p.add_argument(
+        "--kill-controller",
+        action="store_true",
+        help="force-delete the leading controller pod while the first action is in flight",
+    )
     p.add_argument(
         "--lose-worker",
         action="store_true",

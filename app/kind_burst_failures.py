@@ -1,18 +1,19 @@
-"""The failures `make kind-burst` causes on request (app/kind_burst.py): ``--lose-worker``
-(:class:`NodeLoss`), ``--kill-executor`` (:class:`ExecutorKill`), ``--lose-driver-node``
-(:class:`DriverNodeLoss`), each stepping on the sampler's view and marking, on the run's clock,
-when the job recovered from it."""
+"""The failures `make kind-burst` causes on request (app/kind_burst.py): ``--kill-controller``
+(:class:`ControllerKill`), ``--lose-worker`` (:class:`NodeLoss`), ``--kill-executor``
+(:class:`ExecutorKill`), ``--lose-driver-node`` (:class:`DriverNodeLoss`), each stepping on the
+sampler's view and marking, on the run's clock, when the job recovered from it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.kind_burst_job import NAMESPACE, SLO_SECONDS
-from app.kind_burst_watch import Kubectl, Sampler
+from app.kind_burst_watch import Kubectl, Sampler, runner_status
 
 LOCAL_DOCKER = "/run/stream-autoscaler-docker/docker.sock"
 """The dockerd of hack/image/build.sh, used when the default one does not answer (as lib.sh)."""
@@ -23,6 +24,81 @@ def _docker_env() -> dict[str, str]:
     if "DOCKER_HOST" not in env and Path(LOCAL_DOCKER).exists():
         env["DOCKER_HOST"] = f"unix://{LOCAL_DOCKER}"
     return env
+
+
+CONTROLLER_NAMESPACE = "stream-autoscaler-system"
+"""Where hack/kind/install.sh puts the chart (hack/kind/lib.sh NAMESPACE)."""
+LEASE = "stream-autoscaler-controller"
+"""The controllers' leader-election Lease (controller/kube/settings.py); its holder is the
+leading pod's name."""
+
+
+def _leader(kubectl: Kubectl) -> str:
+    lease = kubectl.json("get", "lease", LEASE, "-n", CONTROLLER_NAMESPACE)
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+@dataclass
+class ControllerKill:
+    """``--kill-controller``: the leading controller pod force-deleted while the run's first
+    action is in flight (the StreamJob's ``status.intent``, written before the action starts).
+    The standby takes the Lease and finishes that action from the intent: the runner's record
+    of it says how often it was asked (once, and answered each repeat without starting it
+    again: ``duplicates``) and how it ended. Marks on the run's clock: the kill, the intent
+    cleared (the action done), a new leader."""
+
+    kubectl: Kubectl
+    leader: str | None = None
+    new_leader: str | None = None
+    intent: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] | None = None
+    marks: dict[str, float] = field(default_factory=dict)
+
+    def step(self, sampler: Sampler, status: dict[str, Any]) -> None:
+        t = sampler.rows[-1].t if sampler.rows else 0.0
+        if self.leader is None:
+            intent: dict[str, Any] = status.get("intent") or {}
+            holder = _leader(self.kubectl) if intent else ""
+            if not holder:
+                return
+            self.leader, self.intent = holder, intent
+            self.kubectl.run("delete", "pod", holder, "-n", CONTROLLER_NAMESPACE,
+                             "--grace-period=0", "--force", "--wait=false")
+            self.marks["killed"] = t
+            print(f"kind-burst: deleted the leading controller {holder} during "
+                  f"{intent.get('action')} {intent.get('actionId')}")
+            return
+        if self.new_leader is None:
+            holder = _leader(self.kubectl)
+            if holder and holder != self.leader:
+                self.new_leader, self.marks["new_leader"] = holder, t
+        if "action_done" not in self.marks and status.get("intent") is None:
+            self.marks["action_done"] = t
+        if "action_done" in self.marks and self.record is None:
+            runner = runner_status(self.kubectl, sampler.pods)
+            if runner is None:
+                return
+            ids = [a.id for a in runner.recent_actions]
+            done = runner.find_action(self.intent["actionId"])
+            self.record = {
+                "records": ids.count(self.intent["actionId"]),
+                "state": None if done is None else str(done.state),
+                "duplicates": None if done is None else done.duplicates,
+                "kind": None if done is None else str(done.kind),
+            }
+
+    def figures(self) -> dict[str, Any]:
+        killed = self.marks.get("killed")
+        return {
+            "leader": self.leader,
+            "new_leader": self.new_leader,
+            "action": self.intent.get("action"),
+            "action_id": self.intent.get("actionId"),
+            "runner_record": self.record,
+            **{f"{k}_after_s": round(v - killed, 1)
+               for k, v in self.marks.items() if killed is not None and k != "killed"},
+            "killed_at_s": killed,
+        }
 
 
 def _ready(kubectl: Kubectl, node: str) -> str:
@@ -224,9 +300,15 @@ class DriverNodeLoss:
     node: str | None = None
     batch_before: int | None = None
     old_uid: str | None = None
+    old_pod: str | None = None
     marks: dict[str, float] = field(default_factory=dict)
     lag_exceeded: bool = False
     started: bool = False
+    recovery_target: int | None = None
+    """The executors the StreamJob's status asked for when the new driver ran: the recovery's
+    sizing."""
+    resumed_from_batch: int | None = None
+    lost_unix: float = 0.0
 
     def step(self, sampler: Sampler, status: dict[str, Any]) -> None:
         t = sampler.rows[-1].t if sampler.rows else 0.0
@@ -242,10 +324,12 @@ class DriverNodeLoss:
             if status.get("intent") is not None or status.get("lastCommittedBatch") is None:
                 return
             self.node, self.old_uid = running[0]["spec"]["nodeName"], running[0]["metadata"]["uid"]
+            self.old_pod = running[0]["metadata"]["name"]
             self.batch_before = int(status["lastCommittedBatch"])
             subprocess.run([DOCKER, "kill", self.node], check=True, env=_docker_env(),
                            capture_output=True, timeout=60)
             self.marks["lost"] = t
+            self.lost_unix = time.time()
             print(f"kind-burst: killed node {self.node}, the driver's (batch {self.batch_before})")
             return
         if "node_not_ready" not in self.marks and _ready(self.kubectl, self.node) != "True":
@@ -257,11 +341,13 @@ class DriverNodeLoss:
                 p["metadata"]["uid"] != self.old_uid and p["status"].get("phase") == "Running"
                 for p in drivers):
             self.marks["driver_running"] = t
+            self.recovery_target = (status.get("executors") or {}).get("target")
         batch = status.get("lastCommittedBatch")
         if ("first_commit" not in self.marks and "driver_running" in self.marks
                 and batch is not None and self.batch_before is not None
                 and int(batch) > self.batch_before):
             self.marks["first_commit"] = t
+            self.resumed_from_batch = status.get("resumedFromBatch")
         lag = sampler.rows[-1].lag_seconds if sampler.rows else None
         if lag is not None and lag > SLO_SECONDS:
             self.lag_exceeded = True
@@ -278,9 +364,15 @@ class DriverNodeLoss:
     def figures(self, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         lost = self.marks.get("lost")
         named = [e["message"] for e in events or [] if e["reason"] == "DriverNodeLost"]
+        recovered = [e["message"] for e in events or [] if e["reason"] == "RecoverFromFailure"
+                     and lost is not None and e["time"] >= self.lost_unix - 2.0]
         return {
             "node": self.node,
+            "driver_pod": self.old_pod,
             "batch_before": self.batch_before,
+            "resumed_from_batch": self.resumed_from_batch,
+            "recovery_event": recovered[0] if recovered else None,
+            "recovery_target": self.recovery_target,
             "lag_exceeded_slo": self.lag_exceeded,
             "event": named[0] if named else None,
             **{f"{k}_after_s": round(v - lost, 1) for k, v in self.marks.items()

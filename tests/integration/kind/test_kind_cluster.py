@@ -8,9 +8,13 @@ the chart installed) in a cluster of the tier's own, then what `make kind-burst`
 - the chart's controller Ready, and both workers writing the shared checkpoint directory
   (``KIND_SHARED_DIR``) that one sees what the other wrote.
 
-- failures under a burst, in turn, in one `make kind-burst` run (``--lose-worker
-  --kill-executor --lose-driver-node``), every record the checkpoint committed counted exactly
-  once across them:
+- the burst story on pods, in one `make kind-burst` run with failures in turn
+  (``--kill-controller --lose-worker --kill-executor --lose-driver-node``), every record the
+  checkpoint committed counted exactly once across them:
+  - the chart's two controllers (leader election): the leader force-deleted while the first
+    action is in flight, the standby finishes that action from the intent, once;
+  - a scale-out, and a scale-in once the trace is quiet, which the runner carries out between two
+    batches with no task failed; no pod carries Spark's RPC secret in its environment;
   - a worker lost (one holding executors and not the driver, paused once a scale-out ran): the
     runner removes the executors Kubernetes marked not Ready, Spark replaces them on the
     surviving worker, the controller names the node in an ``ExecutorsLost`` Event, the lag
@@ -18,7 +22,8 @@ the chart installed) in a cluster of the tier's own, then what `make kind-burst`
   - an executor pod killed: Spark replaces it;
   - the driver's node crashed: the controller force-deletes the driver pod Kubernetes left
     Running, names the node in a ``DriverNodeLost`` Event, and the driver comes back on the
-    other worker from the latest checkpoint and commits.
+    other worker from the latest checkpoint (``RecoverFromFailure``, sized to drain the outage
+    within ``lag.catchUpSeconds``) and commits.
 
 docs/testbed.md has the figures. The cluster is deleted at the end of the module.
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -38,15 +44,10 @@ from typing import Any
 import pytest
 
 from app.kind_burst_watch import Kubectl
+from tests.integration.kind.cluster import CLUSTER, TIER
 from tests.realcomponents import REPO, unavailable
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
-
-CLUSTER = "sa-kind-tier"
-UP_TIMEOUT_SECONDS = 1500
-"""Cold: the root filesystem (~70 s), the node image (~60 s), the image (`make image`, cached by
-the prepare step) and its load into three nodes (~90 s on a loaded machine)."""
-
 
 @dataclass
 class Kind(Kubectl):
@@ -56,30 +57,18 @@ class Kind(Kubectl):
 
 
 @pytest.fixture(scope="module")
-def kind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kind]:
+def kind() -> Iterator[Kind]:
+    """The tier's cluster (tests/integration/kind/cluster.py: started at the end of collection
+    when other tiers run first in this session), deleted at the end of the module."""
     if os.geteuid() != 0:
         unavailable("kind needs root here (dockerd and debootstrap for its node image)")
-    shared = tmp_path_factory.mktemp("kind-shared")
-    env = {**os.environ, "KIND_CLUSTER": CLUSTER, "KIND_SHARED_DIR": str(shared)}
-    env.pop("KIND_NODE_IMAGE", None)
-    # a cluster of that name left by an interrupted run holds its pods: start from none
-    delete = [str(REPO / "hack" / "kind" / "delete-cluster.sh")]
-    subprocess.run(delete, capture_output=True, env=env, timeout=300)
-    t = time.monotonic()
-    up = subprocess.run(
-        [str(REPO / "hack" / "kind" / "up.sh")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=UP_TIMEOUT_SECONDS,
-    )
-    print(up.stdout[-3000:])
-    print(f"kind up in {time.monotonic() - t:.0f} s")
+    rc, out = TIER.wait()
+    print(out[-3000:])
     try:
-        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
-        yield Kind(f"kind-{CLUSTER}", str(REPO / ".kind" / "bin" / "kubectl"), shared)
+        assert rc == 0, out[-6000:]
+        yield Kind(f"kind-{CLUSTER}", str(REPO / ".kind" / "bin" / "kubectl"), TIER.shared)
     finally:
-        subprocess.run(delete, capture_output=True, env=env, timeout=300)
+        TIER.stop()
 
 
 def test_three_nodes_ready_on_our_build(kind: Kind) -> None:
@@ -206,7 +195,7 @@ def test_a_pod_on_one_worker_reaches_a_pod_on_the_other_by_address_and_by_servic
 
 def test_the_controller_is_ready(kind: Kind) -> None:
     deploy = kind.json("get", "deployment", "-n", "stream-autoscaler-system", "stream-autoscaler")
-    assert deploy["status"].get("readyReplicas", 0) >= 1, deploy["status"]
+    assert deploy["status"].get("readyReplicas", 0) == 2, deploy["status"]  # a leader, a standby
 
 
 LOSS_STORY_TIMEOUT_SECONDS = 1800
@@ -222,8 +211,8 @@ def losses(kind: Kind, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     t = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "app.kind_burst", "--out", str(out), "--context", kind.context,
-         "--kubectl", kind.binary, "--shared", str(kind.shared), "--lose-worker",
-         "--kill-executor", "--lose-driver-node"],
+         "--kubectl", kind.binary, "--shared", str(kind.shared), "--kill-controller",
+         "--lose-worker", "--kill-executor", "--lose-driver-node"],
         capture_output=True, text=True, cwd=REPO, timeout=LOSS_STORY_TIMEOUT_SECONDS,
     )  # fmt: skip
     lines = [line for line in run.stdout.splitlines() if not line.startswith("kind-burst   ")]
@@ -231,12 +220,38 @@ def losses(kind: Kind, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     assert (out / "summary.json").exists(), run.stdout[-3000:] + run.stderr[-3000:]
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
     print(json.dumps({k: summary.get(k) for k in (
-        "node_loss", "executor_kill", "driver_node_loss", "actions", "slo_violation_seconds",
-        "max_lag_seconds")},
+        "controller_kill", "scale_ins", "node_loss", "executor_kill", "driver_node_loss",
+        "actions", "slo_violation_seconds", "max_lag_seconds")},
         indent=1))
     assert run.returncode == 0, run.stderr[-3000:]
     assert summary["exactly_once"] is True and summary["caught_up"] is True
     return summary
+
+
+def test_the_leading_controller_killed_mid_action_the_standby_finishes_it_once(
+    losses: dict[str, Any],
+) -> None:
+    kill = losses["controller_kill"]
+    assert kill["leader"] and kill["new_leader"] and kill["new_leader"] != kill["leader"], kill
+    # the runner started the action once (a repeat is answered, never run again) and it ended
+    record = kill["runner_record"]
+    assert record is not None and record["records"] == 1, kill
+    assert record["state"] == "succeeded", kill
+
+
+def test_a_burst_scales_out_and_the_quiet_scales_in_at_a_batch_boundary(
+    losses: dict[str, Any],
+) -> None:
+    assert losses["peak_executors"] >= 2, losses["actions"]
+    assert any(a.endswith((": ScaleOut", ": RepartitionStateBound"))
+               for a in losses["actions"]), losses["actions"]
+    assert losses["scale_ins"], losses["actions"]
+    last = losses["scale_ins"][-1]  # after every failure: nothing else fails tasks around it
+    assert last["state"] == "succeeded" and last["killed"], last
+    assert last["graceful"] == "batch-boundary", last
+    assert last["failed_tasks"] == 0, f"{last['failed_tasks']} task(s) failed by the scale-in"
+    # whoever may list the namespace's pods reads no Spark RPC secret there
+    assert losses["rpc_secret_in_pod_env"] == [], losses["rpc_secret_in_pod_env"]
 
 
 def test_a_lost_worker_is_replaced_named_and_exactly_once_holds(losses: dict[str, Any]) -> None:
@@ -248,9 +263,16 @@ def test_a_lost_worker_is_replaced_named_and_exactly_once_holds(losses: dict[str
     assert loss["driver_node"] is not None and loss["node"] != loss["driver_node"]
     # the runner removed the lost executors soon after Kubernetes called the node NotReady
     # (Spark alone deleted them ~160 s after the loss and never replaced them); a
-    # replacement then ran on the surviving worker
+    # replacement then ran on the surviving worker — or earlier, when the controller scaled
+    # out while the lost executors' batch hung (their pods are new executors all the same)
     assert loss["lost_pods_removed_after_s"] - loss["node_not_ready_after_s"] < 60, loss
-    assert loss["replacement_running_after_s"] >= loss["lost_pods_removed_after_s"], loss
+    assert "replacement_running_after_s" in loss, loss
+    lost_at = loss["lost_at_s"]
+    scaled_out_meanwhile = [a for a in losses["actions"] if a.endswith(": ScaleOut")
+                            and lost_at <= float(a.split(" s ", 1)[0])
+                            <= lost_at + loss["replacement_running_after_s"]]
+    if not scaled_out_meanwhile:
+        assert loss["replacement_running_after_s"] >= loss["lost_pods_removed_after_s"], loss
     # the controller named the node
     assert loss["event"] is not None and f"node {loss['node']} lost" in loss["event"], loss
     if loss["lag_exceeded_slo"]:
@@ -283,5 +305,18 @@ def test_the_drivers_node_lost_the_driver_comes_back_on_the_other_worker(
     assert crash["driver_running_after_s"] >= crash["old_driver_gone_after_s"], crash
     assert crash["first_commit_after_s"] >= crash["driver_running_after_s"], crash
     assert len(losses["nodes"]["driver"]) == 2, losses["nodes"]  # it ran on both workers
+    # recovery as scale-out: sized by the engine from what status last saw and what each
+    # executor delivered, to drain the outage within catchUpSeconds, not the last size
+    message = crash["recovery_event"]
+    assert message is not None, crash
+    assert f"driver pod {crash['driver_pod']} is gone (deleted, evicted or its node lost)" \
+        in message, message
+    sized = re.search(r"with (\d+) executor\(s\): .*need [\d,]+ records/s to drain [\d,]+ "
+                      r"records within", message)
+    assert sized, message
+    assert crash["recovery_target"] == int(sized.group(1)), crash
+    # resumed from the checkpoint no earlier than what the lost driver had committed
+    assert crash["resumed_from_batch"] is not None, crash
+    assert crash["resumed_from_batch"] >= crash["batch_before"] - 1, crash
     if crash["lag_exceeded_slo"]:
         assert "lag_under_slo_after_s" in crash, crash

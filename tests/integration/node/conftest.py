@@ -9,18 +9,15 @@ skipped with the reason; in CI (CI=true) it fails.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controller.kube.references import REFERENCE_LABEL
 from tests.integration.k8s.conftest import (  # noqa: F401
     crds,
     helm,
@@ -29,7 +26,6 @@ from tests.integration.k8s.conftest import (  # noqa: F401
     testbed,
     tool_env,
 )
-from tests.integration.k8s.controller_env import apply
 from tests.integration.k8s.k8s_tier import REPO, Tool, testbed_mod, unavailable
 
 IMAGE = "stream-autoscaler:dev"
@@ -149,45 +145,3 @@ def docker_env(image: str) -> Iterator[dict[str, str]]:
     key, _, value = out.partition("=")
     assert key == "DOCKER_HOST", out
     yield {**os.environ, "DOCKER_HOST": value}
-
-
-PV_ROOT = Path("/var/lib/stream-autoscaler-testbed/pv")
-"""Where the shared volumes' host directories live (one per test namespace)."""
-
-
-@pytest.fixture
-def shared_volume(
-    kubectl: Tool,  # noqa: F811 (the k8s tier's fixture)
-    real_node: RealNode,
-    ns: str,
-) -> Iterator[tuple[str, Path]]:
-    """A local PersistentVolume on the real node (ReadWriteMany declared, a host directory
-    writable by the pods' uid 10001) bound to a claim in the job's namespace."""
-    host = PV_ROOT / ns
-    host.mkdir(parents=True, exist_ok=True)
-    host.chmod(0o777)  # the pods run as 10001; the directory is on this machine
-    pv, claim = f"sa-{ns}", "checkpoint"
-    apply(kubectl, {
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
-        "spec": {
-            "capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteMany"],
-            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "sa-local",
-            "local": {"path": str(host)},
-            "claimRef": {"namespace": ns, "name": claim},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In",
-                 "values": [real_node.name]}]}]}},
-        },
-    })
-    apply(kubectl, {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": claim, "labels": {REFERENCE_LABEL: "true"}},  # meant for jobs
-        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "sa-local",
-                 "volumeName": pv, "resources": {"requests": {"storage": "5Gi"}}},
-    }, ns)
-    try:
-        yield claim, host
-    finally:
-        kubectl("delete", "pv", pv, "--wait=false", check=False)
-        if os.environ.get("KEEP_PV") != "1":
-            shutil.rmtree(host, ignore_errors=True)

@@ -156,15 +156,6 @@ def leader(story: Story) -> str:
     return str(lease["spec"].get("holderIdentity") or "")
 
 
-def no_rpc_secret_in_pods(story: Story) -> None:
-    """Whoever may list the namespace's pods reads no Spark RPC secret there: executors read
-    it from their job's Secret as a file (controller/kube/resources.py SPARK_AUTH_DIR)."""
-    for p in story.pods():
-        for c in p["spec"]["containers"]:
-            values = {e["name"]: e.get("value") for e in c.get("env", [])}
-            assert "_SPARK_AUTH_SECRET" not in values, p["metadata"]["name"]
-
-
 def runner_status(story: Story) -> RunnerStatus:
     r = story.runner()
     if r is None:
@@ -192,25 +183,6 @@ def pod_start(pod: dict[str, Any]) -> float | None:
     if started is None:
         return None
     return (ts(started) - ts(pod["metadata"]["creationTimestamp"])).total_seconds()
-
-
-def failed_tasks(story: Story) -> float | None:
-    """stream_autoscaler_failed_tasks_total from the runner's /metrics."""
-    pod = next((p for p in story.pods("spark-role=driver") if p["status"].get("podIP")), None)
-    if pod is None:
-        return None
-    port = next(p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]
-                if p["name"] == "metrics")
-    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{port}/metrics",
-                                timeout=5) as r:
-        text = r.read().decode()
-    if "# TYPE stream_autoscaler_failed_tasks" not in text:
-        return None  # not exported: no claim of zero
-    total = 0.0  # the series appears at the first failed task (the poller reads every stage)
-    for line in text.splitlines():
-        if line.startswith("stream_autoscaler_failed_tasks_total"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def policy(name: str) -> dict[str, Any]:

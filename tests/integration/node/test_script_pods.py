@@ -8,9 +8,8 @@ checkpoint and the script's parquet output on an object store: ``s3a://`` on a r
 controller in pods (the chart) sees the burst and repartitions the script's state with more
 executors (Spark's offline repartition on S3); the driver pod is killed and the job recovers
 from the checkpoint on S3; every window's count is then exactly the records the topic holds for
-it, recounted from the topic on the host. (The burst story, tests/integration/node/
-test_burst_pods.py, keeps its checkpoint on a shared PersistentVolume: both kinds of shared
-checkpoint run on pods.)
+it, recounted from the topic on the host. (The burst story on pods, in the kind tier, keeps its
+checkpoint on a shared ReadWriteMany volume: both kinds of shared checkpoint run on pods.)
 """
 
 from __future__ import annotations

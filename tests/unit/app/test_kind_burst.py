@@ -61,3 +61,87 @@ def test_actions_come_from_the_history_with_the_nearest_event_of_their_reason() 
         "75 s repartition 1->4 executors, 4 partitions: RepartitionStateBound"
     )
     assert action_line(got[1]) == "289 s scale 4->2 executors: ScaleIn"
+
+
+def test_failed_tasks_adds_the_drivers_series_and_reads_none_as_zero() -> None:
+    from app.kind_burst_watch import failed_tasks
+
+    text = (
+        "# TYPE stream_autoscaler_failed_tasks_total counter\n"
+        'stream_autoscaler_failed_tasks_total{job="kind-burst",stage="3"} 2.0\n'
+        'stream_autoscaler_failed_tasks_total{job="kind-burst",stage="5"} 1.0\n'
+        'stream_autoscaler_failed_tasks_totally_other{job="kind-burst"} 9.0\n'
+    )
+    assert failed_tasks(text) == 3.0
+    assert failed_tasks("# nothing failed yet\n") == 0.0
+
+
+def test_a_pod_with_the_rpc_secret_as_an_env_value_is_named() -> None:
+    from app.kind_burst_watch import rpc_secret_in_env
+
+    def pod(name: str, env: list[dict[str, object]]) -> dict[str, object]:
+        return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "env": env}]}}
+
+    from_file = [{"name": "SPARK_AUTH_SECRET_FILE", "value": "/etc/spark-auth/secret"}]
+    leaked = [{"name": "_SPARK_AUTH_SECRET", "value": "s3cr3t"}]
+    assert rpc_secret_in_env([pod("driver", from_file), pod("exec-1", leaked)]) == ["exec-1"]
+
+
+class _Kubectl:
+    """The seam kind-burst owns: ``exec`` answers the driver's /status."""
+
+    def __init__(self, status: dict[str, object]) -> None:
+        self.status, self.execs = status, 0
+
+    def run(self, *args: str, **_: object) -> str:
+        import json
+
+        assert args[0] == "exec"
+        self.execs += 1
+        return json.dumps(self.status)
+
+
+def test_a_scale_in_is_read_from_the_runner_that_did_it_with_the_tasks_failed_around_it(
+) -> None:
+    from typing import cast
+
+    from app.kind_burst import scaled_in
+    from app.kind_burst_watch import Kubectl, Sampler, ScaleIns
+
+    t0 = 1_000.0
+    runner = {"recentActions": [
+        {"kind": "repartition", "id": "r1", "state": "succeeded", "started_at": 1_050.0,
+         "finished_at": 1_070.0},
+        {"kind": "executors", "id": "s1", "state": "succeeded", "started_at": 1_301.0,
+         "finished_at": 1_303.5, "result": {"killed": ["3"], "graceful": "batch-boundary"},
+         "steps": {"stop_wait": 0.2}},
+    ]}  # fmt: skip
+    kubectl = _Kubectl(runner)
+    sampler = Sampler(cast(Kubectl, kubectl), t0=t0)
+    sampler.pods = [{"metadata": {"name": "kind-burst-driver", "labels": {"spark-role": "driver"}},
+                     "status": {"phase": "Running"}}]
+    sampler.failed_tasks = [(290.0, 4.0), (298.0, 4.0), (304.0, 4.0)]
+    history = {"entries": [
+        {"time": 1_049.0, "kind": "action", "action": "repartition", "executors": 4,
+         "executorsBefore": 1, "partitions": 4, "reason": "RepartitionStateBound"},
+        {"time": 1_300.0, "kind": "action", "action": "scale", "executors": 1,
+         "executorsBefore": 2, "reason": "ScaleIn"},
+    ]}  # fmt: skip
+    ins = ScaleIns(cast(Kubectl, kubectl))
+    # in flight: nothing read yet, and the run is not back to the quiet's size
+    ins.step(sampler, {"history": history, "intent": {"actionId": "s1", "action": "scale"}})
+    assert ins.done == [] and kubectl.execs == 0
+    assert not scaled_in({"history": history}, ins, t0)
+    ins.step(sampler, {"history": history})
+    assert [(d["action_id"], d["graceful"], d["failed_tasks"]) for d in ins.done] == [
+        ("s1", "batch-boundary", 0.0)]
+    assert scaled_in({"history": history}, ins, t0)
+    ins.step(sampler, {"history": history})  # read once
+    assert len(ins.done) == 1 and kubectl.execs == 1
+    # a later action (a recovery) wants a scale-in after it
+    later = {"entries": [*history["entries"], {
+        "time": 1_400.0, "kind": "action", "action": "recover", "executors": 3,
+        "reason": "RecoverFromFailure"}]}  # fmt: skip
+    assert not scaled_in({"history": later}, ins, t0)
+    # a run that never acted has nothing to scale in
+    assert scaled_in({}, ScaleIns(cast(Kubectl, kubectl)), t0)
