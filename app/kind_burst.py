@@ -55,13 +55,13 @@ from app.demo_report import fill_arrivals, plot, summarize, trace_lead, write_ti
 from app.errors import KindBurstError
 from app.kind_burst_failures import ControllerKill, DriverNodeLoss, ExecutorKill, NodeLoss
 from app.kind_burst_job import (
+    BURSTS_SECONDS,
     JOB,
     NAMESPACE,
     RUNNER_UID,
     SHARED_PATH,
     SLO_SECONDS,
     TRACE,
-    TRACE_SECONDS,
     job_doc,
     policy_doc,
     volume_docs,
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
                 crash.step(sampler, status)
             if started is None and status.get("lastCommittedBatch") is not None:
                 started = time.monotonic()
-            if started is not None and time.monotonic() - started > TRACE_SECONDS:
+            if started is not None and time.monotonic() - started > BURSTS_SECONDS:
                 lag = sampler.rows[-1].lag_seconds
                 # the failures asked for have happened (and the driver's node loss recovered):
                 # a run that ended before them would report a loss it never had
