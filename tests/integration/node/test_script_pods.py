@@ -200,8 +200,17 @@ def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exact
         # (more executors than partitions: the new driver repartitions before its query)
         said = re.search(r"and (\d+) state partitions", figures["recovery_event"])
         want = int(said.group(1)) if said else figures["partitions_at_kill"]
-        assert after.partitions == want, (figures["partitions_at_kill"],
-                                          figures["recovery_event"], after.partitions)
+        # ... unless the controller repartitioned the recovered job before its first batch was
+        # seen (a slow first batch on a loaded machine: seen in CI, 104 s): the recovered
+        # runner's own record of that move says where it started from and went
+        moved = [a for a in after.recent_actions
+                 if str(a.kind) == "repartition" and str(a.state) == "succeeded"]
+        if moved:
+            figures["repartitioned_after_recovery"] = action_figures(moved[-1])
+            assert after.partitions == moved[-1].result.get("partitions"), moved
+        else:
+            assert after.partitions == want, (figures["partitions_at_kill"],
+                                              figures["recovery_event"], after.partitions)
         # the end of the load: everything read, then stop at a batch boundary
         gen.stop_event.set()
         load.join(60)
