@@ -100,9 +100,6 @@ def test_attached_real_spark_scales_survives_a_controller_kill_and_ends_exactly_
     ns, name, runner = namespace, spark_job["name"], spark_job["runner"]
     policy = yaml.safe_load((REPO / "policies" / "default.yaml").read_text())
     policy["spec"]["executors"]["max"] = spark_job["max"]  # no more executors than cores
-    # the scale-in after half the default's stabilization window: the story waits for it,
-    # and the engine's window logic is the unit tier's (tests/unit/core/test_engine.py)
-    policy["spec"]["timing"]["scaleDownStabilizationSeconds"] = 30
     apply(kubectl, policy, ns)
     kubectl("create", "secret", "generic", "runner-token", "-n", ns,
             f"--from-literal=token={spark_job['token']}")
