@@ -80,8 +80,13 @@ lane() { # name, pytest args...: one pytest in the background, its lines prefixe
     # them at the end
     [[ $name == testbed ]] && export TESTBED_KEEP=1
     set -o pipefail
-    phase "$name" "$@" 2>&1 | sed -u "s/^/[$name] /"
+    phase "$name" "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$lane_logs/$name"
   ) &
+}
+# CI keeps a run's tail: the lanes' failed tests are said again at the end (lane_failures)
+lane_logs=$(mktemp -d)
+lane_failures() {
+  grep -hE '^\[[a-z]+\] (FAILED|ERROR) ' "$lane_logs"/* 2>/dev/null | sed 's/^/test: lane failure: /' || true
 }
 
 hack/lint.sh
@@ -99,6 +104,7 @@ import testbed, testbed_kafka
 testbed.release(0)        # no live user and not pinned: stopped
 testbed_kafka.release(0)
 PY
+  rm -rf "$lane_logs"
 }
 trap release_unused EXIT
 lane testbed "${LANE_A[@]}" -m "not closed_loop" "$@"
@@ -109,6 +115,7 @@ rc=0
 wait "$pid_a" || rc=$?
 wait "$pid_b" || rc=$?
 echo "test: lanes done in $((SECONDS - start)) s"
+lane_failures
 
 phase last "${LANE_B[@]}" "${LANE_A[@]}" "${LAST[@]}" -m closed_loop "$@" || rc=$?
 budget=$("$VENV/bin/python" -c 'from tests.timing import WALL_BUDGET_SECONDS as b; print(b)')
@@ -118,4 +125,5 @@ if ((took > budget)); then
 else
   echo "test: done in $took s, within the $budget s budget (exit $rc)"
 fi
+lane_failures
 exit "$rc"
