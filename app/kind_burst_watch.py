@@ -4,6 +4,7 @@ with their reasons; the failures it causes on request are app/kind_burst_failure
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -20,7 +21,7 @@ from contracts import metric_names as M
 from contracts.history import ScalingHistory
 from contracts.runner_api import CONTROL_PORT, TOKEN_ENV, RunnerStatus
 from controller.adapters.promql import Window
-from controller.adapters.scrape import ScrapeSource
+from controller.adapters.scrape import ScrapeSource, parse_exposition
 
 WINDOW = Window(16.0)
 """The policy's window: the lag and rates the report reads from the runner's own /metrics."""
@@ -90,7 +91,8 @@ class Sampler:
     def _fetch(self, path: str) -> tuple[int, str]:
         code, text = self.kubectl.raw(path)
         if code == 200:
-            self.failed_tasks.append((round(time.time() - self.t0, 1), failed_tasks(text)))
+            with contextlib.suppress(ValueError):  # the scrape itself says it did not parse
+                self.failed_tasks.append((round(time.time() - self.t0, 1), failed_tasks(text)))
         return code, text
 
     def sample(self) -> dict[str, Any] | None:
@@ -186,11 +188,10 @@ def job_events(kubectl: Kubectl) -> list[dict[str, Any]]:
 
 
 def failed_tasks(metrics: str) -> float:
-    """The runner's failed-task count in its ``/metrics`` text (0 before the first failure: the
-    series appears with it)."""
-    name = M.FAILED_TASKS.total
-    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-               if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "))
+    """The runner's failed-task count in its ``/metrics`` text, read by the controller's own
+    exposition parser (0 before the first failure: the series appears with it). Raises
+    ``ValueError`` when the text does not parse."""
+    return sum(parse_exposition(metrics, JOB).get(M.FAILED_TASKS.total, {}).values())
 
 
 STATUS_IN_POD = (
