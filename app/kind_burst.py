@@ -11,11 +11,11 @@ What it does, on the cluster ``hack/kind/up.sh`` made (the chart installed, the 
 3. ``kubectl get streamjobs --watch`` printed live while the burst runs; every
    :data:`SAMPLE_SECONDS` the runner's own ``/metrics`` (through the API server's service proxy),
    the StreamJob's status and the job's pods are sampled (:class:`Sampler`);
-4. once the trace has played, the job has caught up and the quiet after it has been scaled in
-   (:class:`ScaleIns`: each scale-in as the runner did it, between two batches or not, and the
-   tasks that failed around it), the StreamJob is deleted (the runner stops at a batch boundary)
-   and the verifier reads the volume's directory on the host: every record the checkpoint
-   committed counted exactly once;
+4. once the bursts have played, the job has caught up and the light tail after them has been
+   scaled in (:class:`ScaleIns`: each scale-in as the runner did it, between two batches or not,
+   and the tasks that failed around it), the StreamJob is deleted (the runner stops at a batch
+   boundary) and the verifier reads the volume's directory on the host: every record the
+   checkpoint committed counted exactly once;
 5. ``out/kind-burst/``: ``summary.json`` (``exactly_once``, ``nodes``, ``peak_executors``,
    ``actions``, ``slo_violation_seconds``, ...), ``timeline.csv`` and ``timeline.png`` (the demo's
    plot: rates, lag against the SLO, executors and partitions, each action with its reason),
@@ -111,7 +111,7 @@ def verify_on_host(shared: Path) -> dict[str, Any]:
 def scaled_in(status: dict[str, Any], scale_ins: ScaleIns, t0: float) -> bool:
     """The job is back to what the quiet needs: at the policy's minimum, or scaled in (the
     runner's record read) since its last other action (a run that never acted has nothing to
-    scale in). The trace ends in silence, so the engine scales in once its stabilization
+    scale in). The bursts end in a light tail, so the engine scales in once its stabilization
     window has passed; a run that ended before would report half a burst."""
     history = ScalingHistory.model_validate(status.get("history") or {})
     others = [e.time - t0 for e in history.entries

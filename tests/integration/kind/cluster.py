@@ -3,7 +3,7 @@
 Bringing the cluster up (`hack/kind/up.sh`: three node containers, kubeadm, the image loaded into
 the workers, the chart) takes ~3 minutes, most of it waiting on containers, kubeadm and image
 imports. When the tier runs in a session with other tiers before it (`make test`'s Spark lane:
-the Spark runtime tier first), ``conftest.py`` starts it at the end of collection, in the
+the Kafka and Spark runtime tiers first), ``conftest.py`` starts it at the end of collection, in the
 background, and the tier's ``kind`` fixture waits for it; alone, the fixture starts it itself.
 Either way the cluster starts from none (a cluster of that name left by an interrupted run
 holds its pods) and is deleted at the end of the tier's module, or of the session when the

@@ -13,7 +13,7 @@ the chart installed) in a cluster of the tier's own, then what `make kind-burst`
   checkpoint committed counted exactly once across them:
   - the chart's two controllers (leader election): the leader force-deleted while the first
     action is in flight, the standby finishes that action from the intent, once;
-  - a scale-out, and a scale-in once the trace is quiet, which the runner carries out between two
+  - a scale-out, and a scale-in once the bursts are over, which the runner carries out between two
     batches with no task failed; no pod carries Spark's RPC secret in its environment;
   - a worker lost (one holding executors and not the driver, paused once a scale-out ran): the
     runner removes the executors Kubernetes marked not Ready, Spark replaces them on the
