@@ -31,8 +31,8 @@ lag was back under the SLO, and the controller's ExecutorsLost Event naming the 
 ``--kill-executor`` (:class:`ExecutorKill`) one executor pod is deleted in the second burst and
 ``executor_kill`` says when its pod was gone and a replacement ran. With ``--lose-driver-node``
 (:class:`DriverNodeLoss`) the driver's node crashes once those have recovered (a lost worker
-comes back first) and ``driver_node_loss`` says when the driver ran again on the other worker,
-its first commit, and the controller's DriverNodeLost Event.
+comes back first) and a scale-in has run, and ``driver_node_loss`` says when the driver ran
+again on the other worker, its first commit, and the controller's DriverNodeLost Event.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     rpc_secret: set[str] = set()
     loss = NodeLoss(comes_back=args.lose_driver_node) if args.lose_worker else None
     kill = ExecutorKill(kubectl, loss) if args.kill_executor else None
-    crash = DriverNodeLoss(kubectl, loss, kill) if args.lose_driver_node else None
+    crash = DriverNodeLoss(kubectl, loss, kill, scale_ins) if args.lose_driver_node else None
     status: dict[str, Any] = {}
     started: float | None = None
     caught_up = True
@@ -298,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--lose-driver-node",
         action="store_true",
-        help="crash the driver's node in the second burst (after the other failures recovered; "
+        help="crash the driver's node in the second burst, or in the tail when the quiet between "
+        "the bursts was not scaled in (after the other failures recovered and a scale-in; "
         "with --lose-worker that worker comes back first)",
     )
     args = p.parse_args(argv)

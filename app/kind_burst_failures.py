@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.kind_burst_job import NAMESPACE, SLO_SECONDS
-from app.kind_burst_watch import Kubectl, Sampler, runner_status
+from app.kind_burst_watch import Kubectl, Sampler, ScaleIns, runner_status
 
 LOCAL_DOCKER = "/run/stream-autoscaler-docker/docker.sock"
 """The dockerd of hack/image/build.sh, used when the default one does not answer (as lib.sh)."""
@@ -227,7 +227,8 @@ class NodeLoss:
 DOCKER = "docker"
 DRIVER_LOSS_AFTER_SECONDS = 200.0
 """``--lose-driver-node`` crashes the driver's node no sooner than this into the run (in the
-trace's second burst), and only once the other failures asked for have recovered."""
+trace's second burst), and only once the other failures asked for have recovered and a scale-in
+has been carried out (in the quiet between the bursts, or else in the tail after them)."""
 
 KILL_AFTER_SECONDS = 190.0
 """``--kill-executor`` deletes an executor pod this long into the run: in the trace's second
@@ -288,7 +289,9 @@ class ExecutorKill:
 class DriverNodeLoss:
     """``--lose-driver-node``: the node running the driver crashes (``docker kill``: every
     process on it ends, as at a power loss; the checkpoint's lock is released with its holder),
-    once the other failures asked for have recovered and the lost worker is back. Kubernetes
+    once the other failures asked for have recovered, the lost worker is back and a scale-in has
+    been carried out (the recovery may size the job at the policy's minimum, leaving the quiet
+    nothing to scale in: the run's scale-in is seen before the crash). Kubernetes
     marks the driver pod not Ready; the controller force-deletes it and recreates it on the other
     worker from the latest checkpoint. Marks on the run's clock: the crash, the node seen
     NotReady, the old driver pod gone, the new one running, its first committed batch, the lag
@@ -297,6 +300,7 @@ class DriverNodeLoss:
     kubectl: Kubectl
     loss: NodeLoss | None = None
     kill: ExecutorKill | None = None
+    scale_ins: ScaleIns | None = None
     node: str | None = None
     batch_before: int | None = None
     old_uid: str | None = None
@@ -316,7 +320,8 @@ class DriverNodeLoss:
                    if p["metadata"]["labels"].get("spark-role") == "driver"]
         if self.node is None:
             ready = (self.loss is None or "node_ready_again" in self.loss.marks) and (
-                self.kill is None or "replacement_running" in self.kill.marks)
+                self.kill is None or "replacement_running" in self.kill.marks) and (
+                self.scale_ins is None or any(d["state"] for d in self.scale_ins.done))
             running = [p for p in drivers if p["status"].get("phase") == "Running"
                        and p["spec"].get("nodeName")]
             if t < DRIVER_LOSS_AFTER_SECONDS or not ready or not running:

@@ -246,7 +246,9 @@ def test_a_burst_scales_out_and_the_quiet_scales_in_at_a_batch_boundary(
     assert any(a.endswith((": ScaleOut", ": RepartitionStateBound"))
                for a in losses["actions"]), losses["actions"]
     assert losses["scale_ins"], losses["actions"]
-    last = losses["scale_ins"][-1]  # after every failure: nothing else fails tasks around it
+    # the driver's node crashes only once a scale-in has run: its recovery may size the job at
+    # the minimum, leaving nothing to scale in after it
+    last = losses["scale_ins"][-1]
     assert last["state"] == "succeeded" and last["killed"], last
     assert last["graceful"] == "batch-boundary", last
     assert last["failed_tasks"] == 0, f"{last['failed_tasks']} task(s) failed by the scale-in"

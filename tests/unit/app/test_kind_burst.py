@@ -5,6 +5,8 @@ history with the controller's Event messages."""
 
 from __future__ import annotations
 
+import pytest
+
 from app.kind_burst_job import CLAIM, SHARED_PATH, job_doc, policy_doc, volume_docs
 from app.kind_burst_watch import action_line, actions_of
 from contracts.manifests import validate
@@ -145,3 +147,39 @@ def test_a_scale_in_is_read_from_the_runner_that_did_it_with_the_tasks_failed_ar
     assert not scaled_in({"history": later}, ins, t0)
     # a run that never acted has nothing to scale in
     assert scaled_in({}, ScaleIns(cast(Kubectl, kubectl)), t0)
+
+
+def test_the_drivers_node_crashes_only_once_a_scale_in_has_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A recovery may size the job at the policy's minimum, leaving the quiet nothing to scale
+    in: the run's scale-in is seen before the crash (tests/integration/kind holds the rest)."""
+    from typing import cast
+
+    from app import kind_burst_failures
+    from app.demo_report import Row
+    from app.kind_burst_failures import DRIVER_LOSS_AFTER_SECONDS, DriverNodeLoss
+    from app.kind_burst_watch import Kubectl, Sampler, ScaleIns
+
+    killed: list[list[str]] = []
+    monkeypatch.setattr(kind_burst_failures.subprocess, "run",
+                        lambda cmd, **_: killed.append(cmd))  # fmt: skip
+    kubectl = cast(Kubectl, _Kubectl({}))
+    sampler = Sampler(kubectl, t0=0.0)
+    sampler.rows = [Row(t=DRIVER_LOSS_AFTER_SECONDS + 1, input_rate=None, processed_rate=None,
+                        backlog_records=None, lag_seconds=2.0, executors=2, executors_target=2,
+                        partitions=4, phase="Running")]
+    sampler.pods = [{"metadata": {"name": "kind-burst-driver", "uid": "u1",
+                                  "labels": {"spark-role": "driver"}},
+                     "spec": {"nodeName": "w2"}, "status": {"phase": "Running"}}]
+    ins = ScaleIns(kubectl)
+    crash = DriverNodeLoss(kubectl, scale_ins=ins)
+    crash.step(sampler, {"lastCommittedBatch": 20})
+    assert crash.node is None and killed == []
+    ins.done.append({"history_time": 150.0, "at_s": 150.0, "state": None,
+                     "unread": "no runner record within 60 s"})
+    crash.step(sampler, {"lastCommittedBatch": 21})
+    assert crash.node is None and killed == []  # a scale-in not read is not one that ran
+    ins.done.append({"history_time": 160.0, "at_s": 160.0, "state": "succeeded"})
+    crash.step(sampler, {"lastCommittedBatch": 22})
+    assert crash.node == "w2" and crash.batch_before == 22 and killed[0][1:] == ["kill", "w2"]
