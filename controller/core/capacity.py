@@ -69,6 +69,19 @@ the target needs this many times the executors of one still under ``utilization.
 latter is sized for (:func:`sized_layouts`): the headroom the target buys is not worth a wave."""
 
 
+def rate_per_executor(history: ScalingHistory, until: float | None = None) -> float:
+    """Records/s per executor the last sized entry (an action or a recommendation, at or before
+    ``until``) expected its executors to sustain at the target utilization; 0 when none was
+    sized. Recovery sizes on it (:func:`controller.core.failure.catch_up_size`), and the
+    recovery's transient is told from it (:func:`controller.core.cooldown.recovery_transient`)."""
+    known = [e for e in history.entries if e.expected_rate and e.executors
+             and (until is None or e.time <= until)]  # fmt: skip
+    if not known:
+        return 0.0
+    last = known[-1]
+    return (last.expected_rate or 0.0) / (last.executors or 1)
+
+
 @dataclass(frozen=True)
 class StageCost:
     """One stage's cost and parallelism cap."""

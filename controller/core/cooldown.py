@@ -6,12 +6,16 @@ No action within ``timing.cooldownSeconds`` of the last one, except
 - a scale-out after a scale-in, unless that is the scale-in's own transient: the same load and
   no lag, within a cooldown and a metrics window of it (:func:`_scale_in_settling`).
 
+A recovery's own transient holds back a scale-out past the cooldown too
+(:func:`recovery_transient`): its first batches reload state and drain the outage's pile.
+
 Every threshold here is named below; the timings are the policy's (``spec.timing``).
 """
 
 from __future__ import annotations
 
 from contracts.history import HistoryEntry
+from controller.core.capacity import rate_per_executor
 from controller.core.inputs import Inputs
 from controller.core.reasons import Reason
 
@@ -74,4 +78,40 @@ def _scale_in_settling(x: Inputs, last: HistoryEntry, elapsed: float) -> str | N
         f"last action (ScaleIn) {elapsed:.0f} s ago at {last.rate_before:,.0f} records/s; the "
         f"arrival ({s.arrival_rate:,.0f}) has not come back and the backlog is {age:.0f} s old: "
         f"letting the scale-in settle for {settle:g} s (cooldown and one window)"
+    )
+
+
+def recovery_transient(x: Inputs) -> str | None:
+    """Why a scale-out now would be sized on a recovery's own transient, or None.
+
+    A recovery (``RecoverFromFailure``) starts the query again on executors sized to drain what
+    piled up within ``lag.catchUpSeconds``, at the rate per executor that healthy batches
+    delivered (:func:`controller.core.failure.catch_up_size`). Its first batches reload state
+    onto those executors and drain the outage's pile: slow for that, not for the load, and read
+    as the job's capacity they ask for absurd sizes (on the kind cluster, one executor recovered
+    for 16,000 records/s read 652% busy at 400 records/s and was scaled out 1 -> 4, undone two
+    minutes later). So while the arrival stays within what the recovery was sized to carry
+    (up to :data:`LOAD_OUTGREW_FACTOR` times it), no scale-out is sized on those batches until
+    the recovery has had its restart, one metrics window and its catch-up time
+    (``partitions.restartSeconds + timing.windowSeconds + lag.catchUpSeconds``). A load beyond
+    it, or a recovery sized on no measured capacity, is sized as ever; a scale-in waits anyway
+    while the pile drains. Held by tests/unit/core/test_cooldown.py."""
+    last = x.history.last_action()
+    if last is None or last.reason != Reason.RECOVER_FAILURE.value or not last.executors:
+        return None
+    pol, arrival = x.policy, x.snapshot.arrival_rate
+    settle = (pol.partitions.restart_seconds + pol.timing.window_seconds
+              + pol.lag.catch_up_seconds)  # fmt: skip
+    elapsed = x.now - last.time
+    per_exec = rate_per_executor(x.history, until=last.time)
+    if elapsed >= settle or arrival is None or per_exec <= 0:
+        return None
+    sized = per_exec * last.executors
+    if arrival > sized * LOAD_OUTGREW_FACTOR:
+        return None
+    return (
+        f"recovered {elapsed:.0f} s ago with {last.executors} executor(s) for {sized:,.0f} "
+        f"records/s, and {arrival:,.0f} arrive: its first batches reload state and drain the "
+        f"outage's pile, slow for that and not for the load; no scale-out sized on them for "
+        f"{settle - elapsed:.0f} s more"
     )

@@ -20,8 +20,10 @@ The pipeline, in order (each step may end in a hold that says why):
 4. the guards (:mod:`~controller.core.guards`): act only outside [low, high]; scale in only to
    the highest recommendation over the stabilization window (longer after recent direction
    changes), never while catching up; cooldown after an action (a scale-in never holds back a
-   scale-out); a scale-in is weighed against the next burst when the history shows bursts
-   recur (:mod:`~controller.core.recurrence`); scale-outs that did not help stay blocked for
+   scale-out), and no scale-out sized on a recovery's first batches while the load stays within
+   what it was sized for (:func:`~controller.core.cooldown.recovery_transient`); a scale-in
+   is weighed against the next burst when the history shows bursts recur
+   (:mod:`~controller.core.recurrence`); scale-outs that did not help stay blocked for
    a while, for that kind of move only (Dhalion's blacklist); one that helped less than
    modelled has later gains credited only the share it delivered
    (:func:`~controller.core.guards.observed_gain_share`, Flink's scalability coefficient);

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from controller.core.admission import admission_cap, admission_cap_from_rate, described
-from controller.core.capacity import CapacityModel
+from controller.core.capacity import CapacityModel, rate_per_executor
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import failure_evidence
 from controller.core.inflight import overdue
@@ -79,13 +79,11 @@ def catch_up_size(x: Inputs, without: str) -> tuple[int, float | None, str, floa
     target (``without`` says what that means to the caller). Returns (executors, the rate
     required or None, a note for the message, records/s per executor or 0)."""
     s, pol = x.snapshot, x.policy
-    known = [e for e in x.history.entries if e.expected_rate and e.executors]
     fallback = s.target_executors or s.executors or pol.executors.initial or pol.executors.min
     n = max(fallback, pol.executors.min, 1)
     note = f"no measured capacity yet: {without}"
     required = None
-    last = known[-1] if known else None
-    per_exec = (last.expected_rate or 0) / (last.executors or 1) if last else 0.0
+    per_exec = rate_per_executor(x.history)
     if per_exec > 0 and s.arrival_rate is not None:
         outage = s.seconds_since_progress or 0.0
         backlog = (s.backlog_records or s.arrival_rate * outage) + (

@@ -28,7 +28,7 @@ import math
 from contracts.history import HistoryEntry
 from controller.core.admission import admission_cap, described
 from controller.core.capacity import CapacityModel, Layout
-from controller.core.cooldown import SCALE_OUT_REASONS, cooldown
+from controller.core.cooldown import SCALE_OUT_REASONS, cooldown, recovery_transient
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.grading import settle_seconds
 from controller.core.inputs import Inputs
@@ -58,7 +58,7 @@ def band(
         and (plan.layout.partitions != current.partitions or model.spreads_state(plan.layout))
     )
 
-    cooling = cooldown(x, growing=grows)
+    cooling = cooldown(x, growing=grows) or (recovery_transient(x) if grows else None)
     drain = drain_seconds(backlog, arrival, model.capacity(current))
     within = d.drain_within or pol.lag.catch_up_seconds
     if (

@@ -188,6 +188,17 @@ def capped(**kw: Any) -> MetricsSnapshot:
 
 # --- the cooldown cases (test_cooldown.py runs them; test_engine.py counts their reasons) ----
 
+def _recovered(ago: float) -> ScalingHistory:
+    """A scale-out sized for 12,000 records/s on 2 executors, then a recovery to 2 ``ago``
+    seconds before now (the default policy: restart 10 s, window 30 s, catch-up 60 s)."""
+    return ScalingHistory(entries=(
+        HistoryEntry(time=NOW - 600, kind="action", action="scale", executors=2,
+                     reason="ScaleOut", rate_before=4_000, expected_rate=12_000),
+        HistoryEntry(time=NOW - ago, kind="action", action="recover", executors=2,
+                     reason="RecoverFromFailure"),
+    ))  # fmt: skip
+
+
 COOLDOWN_CASES = [
     Case(
         "cooldown after an action holds a scale-out",
@@ -240,6 +251,25 @@ COOLDOWN_CASES = [
             )
         ),
         message_has="has not come back",
+    ),
+    Case(
+        "a recovery's own transient does not size a scale-out while the load is within it",
+        stateless_heavy(arrival=10_000, executors=2, backlog=400_000, age=45),
+        (Action.HOLD, Reason.COOLDOWN, None, None),
+        history=_recovered(ago=30),
+        message_has="reload state and drain the outage's pile",
+    ),
+    Case(
+        "after the recovery's restart, window and catch-up, the same reading scales out",
+        stateless_heavy(arrival=10_000, executors=2, backlog=400_000, age=45),
+        (Action.REPARTITION, Reason.REPARTITION_OUT, 8, 8),
+        history=_recovered(ago=101),
+    ),
+    Case(
+        "load beyond what the recovery was sized for scales out at once",
+        stateless_heavy(arrival=14_000, executors=2, backlog=400_000, age=45),
+        (Action.REPARTITION, Reason.REPARTITION_OUT, 8, 8),
+        history=_recovered(ago=30),
     ),
     Case(
         "after a scale-in settled (cooldown and one window), the same reading scales out",
