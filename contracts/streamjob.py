@@ -470,6 +470,11 @@ class StreamJobStatus(Model):
     processed_rate: float | None = Field(default=None, description="Records/s processed.")
     lag_seconds: float | None = Field(default=None, description="Age of the backlog (s).")
     backlog_records: float | None = None
+    backlog_observed_at: float | None = Field(
+        default=None,
+        description="Unix time (s) the backlog and its age were read: what a recovery adds "
+        "the arrivals since to, when the driver that reported them is gone.",
+    )
     bottleneck: str | None = None
     last_decision: DecisionRecord | None = None
     last_committed_batch: int | None = None

@@ -10,7 +10,7 @@ batches capped (``runner --max-records-per-batch``, :mod:`controller.core.admiss
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from contracts.policy import ScalingPolicySpec
 from contracts.streamjob import ActionIntent
@@ -53,19 +53,36 @@ def recovery_from_status(
     """The engine's recovery (``controller.core.failure.recover``) for a driver pod that is
     gone: what status last observed (arrival rate, backlog and its age, executors) stands for
     the job's last snapshot, with the driver down; the history says what each executor
-    delivered. Sized to drain the backlog plus what arrives during the restart within
-    ``lag.catchUpSeconds``; with nothing measured yet, the last size. The decision says the
+    delivered. The backlog was read when ``backlogObservedAt`` says, before the driver went
+    (a lost node is called NotReady ~40 s later): what arrived since, at the last input rate,
+    is added to it and to its age (:func:`aged_backlog`). Sized to drain that backlog plus what
+    arrives during the restart within ``lag.catchUpSeconds``; with nothing measured yet, the
+    last size. The decision says the
     pod ``pod`` is gone, not that a driver does not answer. ``trigger_seconds``: the job's
     trigger (its manifest's), which the admission cap's batch length derives from."""
     doc = draft.doc
     execs = doc.get("executors") or {}
+    backlog, age = aged_backlog(doc, draft.now)
     snap = MetricsSnapshot(
         job=job, observed_at=draft.now, driver_up=False,
         arrival_rate=doc.get("inputRate"), processed_rate=doc.get("processedRate"),
-        backlog_records=doc.get("backlogRecords"), backlog_age_seconds=doc.get("lagSeconds"),
+        backlog_records=backlog, backlog_age_seconds=age,
         executors=execs.get("current"), target_executors=execs.get("target"),
         last_committed_batch=doc.get("lastCommittedBatch"),
         trigger_interval_seconds=trigger_seconds,
     )
     gone = f"driver pod {pod} is gone (deleted, evicted or its node lost)"
     return recover(Inputs(snap, policy, draft.history(), draft.now), (gone,))
+
+
+def aged_backlog(doc: dict[str, Any], now: float) -> tuple[float | None, float | None]:
+    """The backlog and its age (records, s) the status ``doc`` last showed, brought to ``now``:
+    what arrived since ``backlogObservedAt`` at the last input rate added to the backlog, the
+    time since to its age. Without the time (a status written before it was kept) or the rate,
+    as shown. Held by tests/unit/kube/test_recovery_sizing.py."""
+    backlog, age = doc.get("backlogRecords"), doc.get("lagSeconds")
+    observed, rate = doc.get("backlogObservedAt"), doc.get("inputRate")
+    if backlog is None or observed is None or rate is None:
+        return backlog, age
+    since = max(0.0, now - float(observed))
+    return float(backlog) + float(rate) * since, None if age is None else float(age) + since

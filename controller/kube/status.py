@@ -110,6 +110,8 @@ class StatusDraft:
             ):
                 if figure is not None:
                     self.doc[key] = _round(figure)
+            if snap.backlog_records is not None:  # a gone driver's backlog is aged from here
+                self.doc["backlogObservedAt"] = round(snap.observed_at, 3)
             if snap.last_committed_batch is not None:
                 self.doc.setdefault("lastCommittedBatch", snap.last_committed_batch)
         self._executors(execs)

@@ -51,6 +51,29 @@ def test_sized_to_drain_the_backlog_and_the_restart_within_the_catch_up_time() -
            f"{POLICY.lag.catch_up_seconds:g} s" in d.message, d.message
 
 
+def test_what_arrived_since_the_backlog_was_read_is_drained_too() -> None:
+    """The status's backlog was read before the driver went (a lost node is called NotReady
+    ~40 s later); the arrivals since, at the last input rate, are part of what must drain."""
+    from controller.core import MetricsSnapshot
+
+    read_at = NOW - 60
+    d = recovery_from_status(draft({**status(SCALED), "backlogObservedAt": read_at}), POLICY,
+                             "wc", DRIVER)
+    backlog = 300_000.0 + 6_000.0 * 60 + 6_000.0 * POLICY.partitions.restart_seconds
+    required = 6_000.0 + backlog / POLICY.lag.catch_up_seconds
+    assert f"need {required:,.0f} records/s to drain {backlog:,.0f} records" in d.message, \
+        d.message
+    want = min(math.ceil(required / 4_000.0), POLICY.executors.max)
+    assert d.target_executors == want, (d.target_executors, want)
+    # the status keeps when its backlog was read, and only from a snapshot that had one
+    st = draft({})
+    st.observe(MetricsSnapshot(job="wc", observed_at=read_at, arrival_rate=6_000.0,
+                               backlog_records=300_000.0, backlog_age_seconds=4.0), None)
+    assert st.doc["backlogObservedAt"] == read_at
+    st.observe(MetricsSnapshot(job="wc", observed_at=NOW, driver_up=False), None)
+    assert st.doc["backlogObservedAt"] == read_at and st.doc["backlogRecords"] == 300_000.0
+
+
 def test_with_nothing_measured_the_last_size() -> None:
     d = recovery_from_status(draft(status([])), POLICY, "wc", DRIVER)
     assert d.target_executors == 2
