@@ -347,12 +347,16 @@ class DriverNodeLoss:
                 for p in drivers):
             self.marks["driver_running"] = t
             self.recovery_target = (status.get("executors") or {}).get("target")
-        batch = status.get("lastCommittedBatch")
-        if ("first_commit" not in self.marks and "driver_running" in self.marks
-                and batch is not None and self.batch_before is not None
-                and int(batch) > self.batch_before):
-            self.marks["first_commit"] = t
-            self.resumed_from_batch = status.get("resumedFromBatch")
+        if "first_commit" not in self.marks and "driver_running" in self.marks:
+            # the new runner's own word: the StreamJob's status may still show the lost
+            # driver's last commit and the batch an earlier restart resumed from
+            runner = runner_status(self.kubectl, [p for p in drivers
+                                                  if p["metadata"]["uid"] != self.old_uid])
+            if (runner is not None and runner.last_committed_batch is not None
+                    and runner.resumed_from_batch is not None
+                    and runner.last_committed_batch > runner.resumed_from_batch):
+                self.marks["first_commit"] = t
+                self.resumed_from_batch = runner.resumed_from_batch
         lag = sampler.rows[-1].lag_seconds if sampler.rows else None
         if lag is not None and lag > SLO_SECONDS:
             self.lag_exceeded = True

@@ -183,3 +183,17 @@ def test_the_drivers_node_crashes_only_once_a_scale_in_has_run(
     ins.done.append({"history_time": 160.0, "at_s": 160.0, "state": "succeeded"})
     crash.step(sampler, {"lastCommittedBatch": 22})
     assert crash.node == "w2" and crash.batch_before == 22 and killed[0][1:] == ["kill", "w2"]
+    # the new driver runs; the StreamJob's status still shows the lost driver's last commit
+    # (past the batch read at the crash) and what an earlier restart resumed from: the first
+    # commit is the new runner's own, read from it
+    sampler.pods = [{"metadata": {"name": "kind-burst-driver", "uid": "u2",
+                                  "labels": {"spark-role": "driver"}},
+                     "spec": {"nodeName": "w1"}, "status": {"phase": "Running"}}]
+    monkeypatch.setattr(kind_burst_failures, "_ready", lambda *_: "False")
+    runner = cast(_Kubectl, kubectl)
+    runner.status = {"lastCommittedBatch": 21, "resumedFromBatch": 21}  # resumed, no commit yet
+    crash.step(sampler, {"lastCommittedBatch": 23, "resumedFromBatch": 5})
+    assert "driver_running" in crash.marks and "first_commit" not in crash.marks
+    runner.status = {"lastCommittedBatch": 22, "resumedFromBatch": 21}
+    crash.step(sampler, {"lastCommittedBatch": 23, "resumedFromBatch": 5})
+    assert "first_commit" in crash.marks and crash.resumed_from_batch == 21
