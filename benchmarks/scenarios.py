@@ -122,6 +122,14 @@ SCENARIOS = [
         policy={"executors": {"max": 20}},
     ),
     Scenario(
+        "step-5x-held",
+        "traces/step-5x-held.csv",
+        "a 5x step held 20 min (the catch-up asks for more executors than the load: the surplus "
+        "goes once the backlog is drained)",
+        step_change=True,
+        policy={"executors": {"max": 20}},
+    ),
+    Scenario(
         "burst-train",
         "traces/burst-train.csv",
         "10 bursts to 8x for 60 s, 90 s apart (shorter than stabilization plus cooldown: the "

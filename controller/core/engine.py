@@ -45,6 +45,7 @@ Every threshold is a policy field (:mod:`contracts.policy`) except
 :data:`~controller.core.taskcost.MIN_FIXED_SHARE`,
 :data:`~controller.core.capacity.MAX_FIXED_SHARE`) and the scale-in flip back-off
 (:data:`~controller.core.guards.FLIP_BACKOFF`, :data:`~controller.core.guards.FLIP_MEMORY`)
+and what makes executors a surplus inside the band (:data:`~controller.core.guards.SURPLUS_SHARE`)
 and the admission cap's batch length (:data:`~controller.core.admission.ADMISSION_BATCH_TRIGGERS`)
 and when a cap binds (:data:`~controller.core.caplift.CAP_READ_SHARE`,
 :data:`~controller.core.caplift.CAP_LIFT_GAIN`) and when bursts recur

@@ -170,6 +170,31 @@ CASES = [
         ),
     ),
     Case(
+        "a catch-up's surplus: a quarter fewer executors carry the arrival at the target, so "
+        "the rest goes once a whole window recommended it, though 44% busy is within the band",
+        snapshot(arrival=50_000, executors=16, partitions=16),
+        (SCALE, Reason.SCALE_IN, 8, None),
+        history=history(
+            (130, "recommendation", 8), (90, "recommendation", 8), (30, "recommendation", 8)
+        ),
+        message_has="the other 8 are a surplus",
+    ),
+    Case(
+        "a catch-up's surplus waits for a whole window of lower recommendations",
+        snapshot(arrival=50_000, executors=16, partitions=16),
+        (HOLD, Reason.SCALE_DOWN_DEFERRED, None, None),
+        message_has="are a surplus",
+    ),
+    Case(
+        "no surplus where the smaller layout would run past the target (8 partitions over 4 "
+        "executors: 88% busy), so the band holds",
+        snapshot(arrival=35_000, executors=8, partitions=8),
+        (HOLD, Reason.WITHIN_BAND, None, None),
+        history=history(
+            (130, "recommendation", 4), (90, "recommendation", 4), (30, "recommendation", 4)
+        ),
+    ),
+    Case(
         "a recommendation at the current size restarts the stabilization window",
         snapshot(arrival=2_000, executors=4, partitions=4),
         (HOLD, Reason.SCALE_DOWN_DEFERRED, None, None),

@@ -92,8 +92,8 @@ def test_partitions_avoid_task_waves() -> None:
 def _bench_setup(path: Path) -> tuple[JobModel, ScalingPolicySpec]:
     """The model and policy ``make bench`` runs a bundled trace with."""
     model, pol = JobModel(), load_policy(None)
-    room = {"load15": 24, "step-10x-held": 20, "burst-train": 20, "burst-train-long": 20,
-            "periodic-tight": 12}.get(path.stem)  # fmt: skip
+    room = {"load15": 24, "step-10x-held": 20, "step-5x-held": 20, "burst-train": 20,
+            "burst-train-long": 20, "periodic-tight": 12}.get(path.stem)  # fmt: skip
     if path.stem == "load15":
         model = JobModel(source_partitions=24)
     spec = pol.model_dump(by_alias=True)

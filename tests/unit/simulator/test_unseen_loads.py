@@ -1,6 +1,7 @@
 """The engine on loads it was not tuned on, in the simulator, against the faithful Flink rule:
-the two shapes that exposed it (a 10x step held 30 minutes; a burst train whose gaps are
-shorter than the stabilization window). Figures for every scenario: ``make bench``."""
+the shapes that exposed it (a 10x step held 30 minutes; a burst train whose gaps are shorter
+than the stabilization window; a 5x step held 20 minutes on its catch-up's executors). Figures
+for every scenario: ``make bench``."""
 
 from __future__ import annotations
 
@@ -40,6 +41,22 @@ def test_a_ten_fold_step_is_never_held_below_its_arrival() -> None:
     assert held and max(s.lag_seconds for s in held) < slo
     ours, flink = (cmp.summaries[n]["slo_violation_seconds"] for n in ("engine", "flink"))
     assert ours <= flink * 1.01, (ours, flink)
+
+
+def test_a_held_steps_catch_up_surplus_goes_once_the_backlog_is_drained() -> None:
+    """A 5x step held 20 minutes: the restart that caught up sized 16 executors for the
+    arrival plus the pile, and at 45% busy the band kept all 16 for the whole step (20,160
+    executor-s, where 8 static executors meet the SLO with 12,000). The surplus now goes once
+    the backlog is drained: no more executor-seconds than the cheapest static size that meets
+    the SLO, and within 5% of the Flink rule's, with no time over the SLO."""
+    cmp = _run("step-5x-held.csv", ["engine", "flink", "static-peak"])
+    s = cmp.summaries
+    assert s["engine"]["slo_violation_seconds"] == 0, s["engine"]
+    assert s["static-peak"]["slo_violation_seconds"] == 0, s["static-peak"]
+    assert s["engine"]["executor_seconds"] <= s["static-peak"]["executor_seconds"]
+    assert s["engine"]["executor_seconds"] <= 1.05 * s["flink"]["executor_seconds"]
+    held = [smp.executors for smp in cmp.runs["engine"].samples if 600 <= smp.t <= 1290]
+    assert held and max(held) < 16, sorted(set(held))
 
 
 def test_a_burst_train_scales_in_only_when_it_pays() -> None:
