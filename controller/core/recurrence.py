@@ -41,7 +41,7 @@ class Recurrence(NamedTuple):
     """When the next burst is expected, from the spacing of the past ones."""
 
     bursts: int
-    """Scale-outs the period was read from."""
+    """Bursts the period was read from (:func:`burst_spans`)."""
     period: float
     """The shortest gap between them (s); every other gap is a whole number of periods."""
     next_in: float
@@ -51,7 +51,13 @@ class Recurrence(NamedTuple):
     jitter: float
     """How far the gaps strayed from whole periods (s): the forecast's past accuracy."""
     last: HistoryEntry
-    """The latest scale-out: the layout the last burst needed."""
+    """The latest burst's last scale-out: the layout that burst needed."""
+
+
+RECURRENCE_MAX_PERIODS = 2
+"""A gap between bursts may span at most this many periods (a burst carried without a
+scale-out leaves two): with more, any spacing fits some multiple of a short period within the
+tolerance, and a period read so is a coincidence."""
 
 
 def _grows(e: HistoryEntry) -> bool:
@@ -59,30 +65,53 @@ def _grows(e: HistoryEntry) -> bool:
     return e.executors is not None and before is not None and e.executors > before
 
 
+def _shrinks(e: HistoryEntry) -> bool:
+    before = e.executors_before
+    return e.executors is not None and before is not None and e.executors < before
+
+
+def burst_spans(history: ScalingHistory) -> list[tuple[HistoryEntry, HistoryEntry]]:
+    """Each burst on record as (its first scale-out, its last): scale-outs with no scale-in
+    between them are one burst (a second step of the same load, a restart sized again on the
+    pile its own downtime left), so their spacing is not a period (a noisy plateau's two
+    restarts 20 s apart made every later gap "a whole number of 20 s periods":
+    ``test_recurrence.py``, "scale-outs with no scale-in between are one burst")."""
+    out: list[tuple[HistoryEntry, HistoryEntry]] = []
+    open_ = False
+    for e in history.entries:
+        if e.kind != "action":
+            continue
+        if _grows(e) and e.reason != Reason.ANTICIPATED_BURST:
+            if open_:
+                out[-1] = (out[-1][0], e)
+            else:
+                out.append((e, e))
+            open_ = True
+        elif _shrinks(e):
+            open_ = False
+    return out
+
+
 def recurrence(history: ScalingHistory, now: float) -> Recurrence | None:
     """The period of the job's bursts and when the next is due, or None when the history holds
-    fewer than :data:`RECURRENCE_MIN_BURSTS` scale-outs or their gaps are irregular
-    (:data:`RECURRENCE_TOLERANCE`)."""
-    outs = [
-        e
-        for e in history.entries
-        if e.kind == "action" and _grows(e) and e.reason != Reason.ANTICIPATED_BURST
-    ]
-    if len(outs) < RECURRENCE_MIN_BURSTS:
+    fewer than :data:`RECURRENCE_MIN_BURSTS` bursts (:func:`burst_spans`) or their gaps are
+    irregular (:data:`RECURRENCE_TOLERANCE`, :data:`RECURRENCE_MAX_PERIODS`)."""
+    seen = burst_spans(history)
+    if len(seen) < RECURRENCE_MIN_BURSTS:
         return None
-    gaps = [b.time - a.time for a, b in itertools.pairwise(outs)]
+    starts = [first for first, _ in seen]
+    gaps = [b.time - a.time for a, b in itertools.pairwise(starts)]
     period = min(gaps)
-    if period <= 0:
+    if period <= 0 or max(gaps) > (RECURRENCE_MAX_PERIODS + RECURRENCE_TOLERANCE) * period:
         return None
     # a burst carried without a scale-out leaves a gap of two periods, not an irregular one
     jitter = max(abs(g - period * round(g / period)) for g in gaps)
     if jitter > RECURRENCE_TOLERANCE * period:
         return None
-    since = now - outs[-1].time
+    since = now - starts[-1].time
     next_in = period - since % period if since >= 0 else period
-    return Recurrence(
-        len(outs), period, next_in, outs[-1].action in RESTARTING_ACTIONS, jitter, outs[-1]
-    )
+    last = seen[-1][1]
+    return Recurrence(len(seen), period, next_in, last.action in RESTARTING_ACTIONS, jitter, last)
 
 
 def burst_downtime(x: Inputs, rec: Recurrence) -> float:

@@ -579,15 +579,16 @@ CASES = [
         history=ScalingHistory(
             entries=tuple(
                 HistoryEntry(
-                    time=NOW - ago,
+                    time=NOW - ago + back,
                     kind="action",
                     action="scale",
-                    executors=8,
-                    executors_before=2,
-                    reason=Reason.SCALE_OUT.value,
-                    backlog_age_seconds=25.0,
+                    executors=2 if back else 8,
+                    executors_before=8 if back else 2,
+                    reason=(Reason.SCALE_IN if back else Reason.SCALE_OUT).value,
+                    backlog_age_seconds=None if back else 25.0,
                 )
                 for ago in (430, 280, 130)
+                for back in (0, 70)  # each burst scaled out, then in 70 s later
             )
         ),
     ),

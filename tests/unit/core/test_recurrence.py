@@ -27,6 +27,14 @@ def _bursts(*ago: float, executors: int = 8, restart: bool = False) -> ScalingHi
     return ScalingHistory(entries=tuple(entries))  # fmt: skip
 
 
+def _with_follow_up(history: ScalingHistory, ago: float) -> ScalingHistory:
+    """``history`` with one more scale-out 8 -> 12 ``ago`` seconds before NOW, inside a burst
+    (no scale-in since the one before it)."""
+    extra = HistoryEntry(time=NOW - ago, kind="action", action="repartition", executors=12,
+                         executors_before=8, reason=Reason.REPARTITION_OUT.value)
+    return ScalingHistory(entries=tuple(sorted((*history.entries, extra), key=lambda e: e.time)))
+
+
 QUIET = snapshot(arrival=3_000, executors=8)  # 8 executors busy well under utilization.low
 
 
@@ -37,6 +45,10 @@ QUIET = snapshot(arrival=3_000, executors=8)  # 8 executors busy well under util
         ("a burst carried without a scale-out leaves two periods", _bursts(490, 340, 40), 150, 110),
         ("irregular bursts predict nothing", _bursts(400, 300, 40), None, None),
         (f"under {RECURRENCE_MIN_BURSTS} bursts predict nothing", _bursts(190, 40), None, None),
+        ("scale-outs with no scale-in between are one burst: a restart again 20 s after the "
+         "first is no 20 s period", _with_follow_up(_bursts(490, 340, 190), 470), 150, 110),
+        ("a gap of more than two periods is no period (any spacing fits a multiple of a short "
+         "one)", _bursts(1000, 900, 800, 420), None, None),
     ],
 )
 def test_the_period_is_read_from_regular_scale_outs(
