@@ -50,7 +50,8 @@ and the admission cap's batch length (:data:`~controller.core.admission.ADMISSIO
 and when a cap binds (:data:`~controller.core.caplift.CAP_READ_SHARE`,
 :data:`~controller.core.caplift.CAP_LIFT_GAIN`) and when bursts recur
 (:data:`~controller.core.recurrence.RECURRENCE_MIN_BURSTS`,
-:data:`~controller.core.recurrence.RECURRENCE_TOLERANCE`) and what grade names a shortfall
+:data:`~controller.core.recurrence.RECURRENCE_TOLERANCE`,
+:data:`~controller.core.recurrence.RECURRENCE_MAX_PERIODS`) and what grade names a shortfall
 (:data:`~controller.core.grading.SHORTFALL_SHARE`), documented where they are declared.
 """
 
