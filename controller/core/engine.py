@@ -68,7 +68,8 @@ from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import diagnose, failure_evidence
 from controller.core.failure import recover, restart_in_flight
 from controller.core.grading import described as graded
-from controller.core.grading import grade
+from controller.core.grading import described_recommendation as recommended
+from controller.core.grading import grade, grade_recommendation
 from controller.core.guards import band, observed_gain_share, scale_in
 from controller.core.inflight import unexplained_age, with_batch_in_flight
 from controller.core.inputs import Inputs
@@ -84,13 +85,18 @@ def decide(
     snapshot: MetricsSnapshot, policy: ScalingPolicySpec, history: ScalingHistory, now: float
 ) -> Decision:
     """What the job should run with now, and why. Pure: same inputs, same decision. The last
-    action that added capacity is graded once it can be (:mod:`~controller.core.grading`): the
-    grade rides on the decision, which says it."""
+    action that added capacity is graded once it can be, and in ``mode: recommend`` each
+    scale-out recommended and not carried out (:mod:`~controller.core.grading`): the grade
+    rides on the decision, which says it."""
     d = _decide(snapshot, policy, history, now)
-    g = grade(Inputs(snapshot, policy, history, now))
-    if g is None:
-        return d
-    return d.model_copy(update={"grade": g, "message": d.message + graded(g)})
+    x = Inputs(snapshot, policy, history, now)
+    g = grade(x)
+    if g is not None:
+        return d.model_copy(update={"grade": g, "message": d.message + graded(g)})
+    r = grade_recommendation(x)
+    if r is not None:
+        return d.model_copy(update={"grade": r, "message": d.message + recommended(x, r)})
+    return d
 
 
 def _decide(

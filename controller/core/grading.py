@@ -15,11 +15,21 @@ changed (noisy neighbours, a slower node, a CPU limit lower than at calibration)
 predictions already credit what scale-outs deliver
 (:func:`~controller.core.guards.observed_gain_share`); the grade is the record a person reads.
 ``test_grading.py`` holds each case.
+
+In ``mode: recommend`` nothing is carried out, so there is no action to grade; what is graded
+is each scale-out the controller recommended and did not carry out (:func:`grade_recommendation`):
+a settle time after the first recommendation of a run of them, what the job did without it —
+fell behind its SLO (the recommendation was needed), fell behind within it, or kept up (not
+needed so far) — with the rate it processed against the arrival. A user reads, before
+enforcing, whether the controller's calls were right.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from contracts.history import HistoryEntry
+from contracts.policy import ScalingPolicySpec
 from controller.core.cooldown import SCALE_OUT_REASONS
 from controller.core.inputs import Inputs
 from controller.core.reasons import RESTARTING_ACTIONS
@@ -63,6 +73,78 @@ def grade(x: Inputs) -> HistoryEntry | None:
         expected_rate=last.expected_rate / pol.utilization.target,
         achieved_rate=s.processed_rate,
         graded_time=last.time,
+    )
+
+
+RECOMMENDED = "recommendation"
+"""The ``action`` of a grade entry that judges a recommendation not carried out."""
+
+
+def grade_recommendation(x: Inputs) -> HistoryEntry | None:
+    """In ``mode: recommend``, the grade of the first scale-out recommended since the last one
+    graded (the first of a run of such recommendations: one call, repeated each evaluation),
+    once :func:`settle_seconds` have passed; else None. Its ``achieved_rate`` is what the job
+    processed without it, its ``backlog_age_seconds`` how old the backlog is now."""
+    s = x.snapshot
+    if x.enforced or s.processed_rate is None or s.backlog_age_seconds is None:
+        return None
+    entries = x.history.entries
+    judged = max((e.graded_time or 0.0 for e in entries if e.kind == "grade"), default=0.0)
+    previous_out = False
+    first: HistoryEntry | None = None
+    for e in entries:
+        if e.kind != "recommendation":
+            continue
+        out = e.reason in SCALE_OUT_REASONS
+        if out and not previous_out and e.time > judged and e.expected_rate:
+            first = e
+            break
+        previous_out = out
+    if first is None or x.now - first.time < settle_seconds(x, first):
+        return None
+    return HistoryEntry(
+        time=x.now,
+        kind="grade",
+        action=RECOMMENDED,
+        executors=first.executors,
+        partitions=first.partitions,
+        reason=first.reason,
+        expected_rate=(first.expected_rate or 0.0) / x.policy.utilization.target,
+        achieved_rate=s.processed_rate,
+        backlog_age_seconds=s.backlog_age_seconds,
+        graded_time=first.time,
+    )
+
+
+RecommendationVerdict = Literal["needed", "behind", "not_needed"]
+
+
+def recommendation_verdict(policy: ScalingPolicySpec, g: HistoryEntry) -> RecommendationVerdict:
+    """What a recommendation's grade says: the job without it fell behind its SLO (needed),
+    behind within it, or kept up (not needed so far)."""
+    age = g.backlog_age_seconds or 0.0
+    if age > policy.lag.slo_seconds:
+        return "needed"
+    if age > policy.lag.backlog_tolerance_seconds:
+        return "behind"
+    return "not_needed"
+
+
+def described_recommendation(x: Inputs, g: HistoryEntry) -> str:
+    """The clause a decision carries about a recommendation it graded."""
+    pol, s = x.policy, x.snapshot
+    age = g.backlog_age_seconds or 0.0
+    verdict = {
+        "needed": f"fell behind its {pol.lag.slo_seconds:g} s SLO: the scale-out was needed",
+        "behind": "fell behind, within its SLO so far",
+        "not_needed": "kept up: not needed so far",
+    }[recommendation_verdict(pol, g)]
+    arrival = f" of {s.arrival_rate:,.0f} arriving" if s.arrival_rate is not None else ""
+    return (
+        f"; graded the {g.reason} to {g.executors} executor(s) recommended "
+        f"{x.now - (g.graded_time or x.now):.0f} s ago and not carried out (mode: recommend): "
+        f"at {s.executors} executor(s) the job processes {g.achieved_rate or 0.0:,.0f} "
+        f"records/s{arrival}, its backlog {age:.0f} s old: it {verdict}"
     )
 
 

@@ -3,15 +3,23 @@
 Usage::
 
     m = ControllerMetrics()            # its own registry; serve it with m.serve(port)
-    m.decision(decision); m.action("scale", "succeeded", 12.5); m.evaluated(0.004)
+    m.decision(decision, policy); m.action("scale", "succeeded", 12.5); m.evaluated(0.004)
 """
 
 from __future__ import annotations
 
+from typing import get_args
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from contracts.policy import ScalingPolicySpec
 from controller.core import Action, Decision, Reason
-from controller.core.grading import SHORTFALL_SHARE
+from controller.core.grading import (
+    RECOMMENDED,
+    SHORTFALL_SHARE,
+    RecommendationVerdict,
+    recommendation_verdict,
+)
 
 P = "stream_autoscaler_controller_"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -52,6 +60,11 @@ class ControllerMetrics:
         self.shortfalls = Counter(P + "action_shortfalls_total",
                                   "Graded actions that delivered under the shortfall share.",
                                   registry=r)
+        self.recommendations_graded = Counter(
+            P + "recommendations_graded_total",
+            "Scale-outs recommended and not carried out (mode: recommend), graded by what the "
+            "job did without them: needed (it fell behind its SLO), behind (within it), "
+            "not_needed (it kept up).", ["verdict"], registry=r)
         self.watch_restarts = Counter(P + "watch_restarts_total",
                                       "Watches restarted, by kind and why (expired = 410 Gone).",
                                       ["kind", "reason"], registry=r)
@@ -72,10 +85,16 @@ class ControllerMetrics:
             self.action_seconds.labels(action.value)
             for outcome in OUTCOMES:
                 self.actions.labels(action.value, outcome)
+        for verdict in get_args(RecommendationVerdict):
+            self.recommendations_graded.labels(verdict)
 
-    def decision(self, d: Decision) -> None:
+    def decision(self, d: Decision, policy: ScalingPolicySpec | None = None) -> None:
         self.decisions.labels(d.action.value, d.reason.value).inc()
         g = d.grade
+        if g is not None and g.action == RECOMMENDED:
+            if policy is not None:
+                self.recommendations_graded.labels(recommendation_verdict(policy, g)).inc()
+            return
         if g is not None and g.expected_rate and g.achieved_rate is not None:
             ratio = g.achieved_rate / g.expected_rate
             self.achieved.observe(ratio)

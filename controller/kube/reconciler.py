@@ -376,7 +376,7 @@ class Reconciler:
         draft.observe(snap, runner)
         draft.decided(decision)
         draft.set_history(history)
-        self.metrics.decision(decision)
+        self.metrics.decision(decision, policy)
         self._loss_event(obj, decision, runner, draft.now - (
             policy.timing.window_seconds + policy.lag.catch_up_seconds))
         after = policy.timing.evaluation_interval_seconds

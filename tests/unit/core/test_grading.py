@@ -69,3 +69,59 @@ def test_a_shortfall_is_named_and_remembered_once() -> None:
     assert len(grades) == 1 and grades[0].graded_time == NOW - SETTLED
     again = decide(SATURATED, POLICY, after, NOW + 10)
     assert again.grade is None and "graded the" not in again.message
+
+
+RECOMMEND = policy(mode="recommend")
+
+
+def _recommended(*ago_reason: tuple[float, str]) -> ScalingHistory:
+    """Recommendations (``ago`` seconds before NOW, reason) of 1 -> 4 executors, 28,000
+    records/s expected at the target, none carried out (mode: recommend)."""
+    return ScalingHistory(entries=tuple(HistoryEntry(
+        time=NOW - ago, kind="recommendation", executors=4, reason=reason,
+        expected_rate=28_000) for ago, reason in ago_reason))  # fmt: skip
+
+
+OUT, BAND = Reason.SCALE_OUT.value, Reason.WITHIN_BAND.value
+RUN = _recommended((300, BAND), (SETTLED, OUT), (SETTLED - 10, OUT), (SETTLED - 20, OUT))
+"""A quiet job, then a run of three scale-out recommendations, the first SETTLED s ago."""
+
+
+@pytest.mark.parametrize(
+    ("name", "history", "observed", "verdict"),
+    [
+        ("left at 1 executor, the backlog 45 s old: the scale-out was needed", RUN,
+         snapshot(arrival=30_000, executors=1, backlog=900_000, age=45),
+         "fell behind its 30 s SLO: the scale-out was needed"),
+        ("behind, but within the SLO", RUN,
+         snapshot(arrival=30_000, executors=1, backlog=200_000, age=20),
+         "fell behind, within its SLO so far"),
+        ("the load went away: not needed", RUN, snapshot(arrival=5_000, executors=1),
+         "kept up: not needed so far"),
+        ("too soon after the first recommendation", _recommended((30, OUT)),
+         snapshot(arrival=30_000, executors=1, backlog=900_000, age=45), None),
+        ("a run already graded is not graded again",
+         ScalingHistory(entries=(*RUN.entries, HistoryEntry(
+             time=NOW - 5, kind="grade", action="recommendation", executors=4, reason=OUT,
+             graded_time=NOW - SETTLED))),
+         snapshot(arrival=30_000, executors=1, backlog=900_000, age=45), None),
+    ],
+)  # fmt: skip
+def test_in_recommend_mode_each_scale_out_not_carried_out_is_graded_once(
+    name: str, history: ScalingHistory, observed: object, verdict: str | None
+) -> None:
+    """In mode: recommend a run of scale-out recommendations is one call: graded once, a
+    settle time after its first, from what the job did without it."""
+    d = decide(observed, RECOMMEND, history, NOW)  # type: ignore[arg-type]
+    if verdict is None:
+        assert d.grade is None, (name, d.message)
+        return
+    assert d.grade is not None and d.grade.action == "recommendation", (name, d.message)
+    assert d.grade.graded_time == NOW - SETTLED, name
+    assert "recommended 200 s ago and not carried out (mode: recommend)" in d.message, d.message
+    assert verdict in d.message, (name, d.message)
+
+
+def test_enforced_recommendations_are_not_graded_as_recommendations() -> None:
+    d = decide(snapshot(arrival=30_000, executors=1, backlog=900_000, age=45), POLICY, RUN, NOW)
+    assert d.grade is None or d.grade.action != "recommendation", d.message

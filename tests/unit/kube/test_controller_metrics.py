@@ -61,3 +61,28 @@ def test_a_graded_action_is_observed_and_a_shortfall_counted() -> None:
     assert got["stream_autoscaler_controller_action_achieved_ratio_count"] == 2
     assert got['stream_autoscaler_controller_action_achieved_ratio_bucket{le="0.5"}'] == 1
     assert got["stream_autoscaler_controller_action_shortfalls_total"] == 1
+
+
+def test_a_graded_recommendation_is_counted_by_verdict_not_as_an_action() -> None:
+    """In mode: recommend the grade judges a scale-out not carried out: it counts by verdict
+    and never as an action's achieved ratio (the job's rate against a layout it never ran)."""
+    from contracts.history import HistoryEntry
+    from contracts.policy import ScalingPolicySpec
+    from controller.core import Decision
+
+    policy = ScalingPolicySpec.model_validate({"mode": "recommend"})
+    m = ControllerMetrics()
+    assert samples(m)['stream_autoscaler_controller_recommendations_graded_total'
+                      '{verdict="needed"}'] == 0
+    for age in (45.0, 1.0):  # behind the 30 s SLO, then keeping up
+        g = HistoryEntry(time=1.0, kind="grade", action="recommendation", reason="ScaleOut",
+                         executors=4, expected_rate=40_000.0, achieved_rate=10_000.0,
+                         backlog_age_seconds=age, graded_time=0.0)
+        m.decision(Decision(action=Action.HOLD, reason=Reason.WITHIN_BAND, message="", grade=g),
+                   policy)
+    got = samples(m)
+    assert got['stream_autoscaler_controller_recommendations_graded_total'
+               '{verdict="needed"}'] == 1
+    assert got['stream_autoscaler_controller_recommendations_graded_total'
+               '{verdict="not_needed"}'] == 1
+    assert got["stream_autoscaler_controller_action_achieved_ratio_count"] == 0
