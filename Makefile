@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SA := $(VENV)/bin/stream-autoscaler
 OUT ?= out/demo
 
-.PHONY: setup demo simulate test lint unit bench bench-restarts tools browser image image-down node-deps testbed testbed-down kind-up kind-burst kind-down clean
+.PHONY: setup demo simulate test lint unit bench bench-unseen bench-restarts tools browser image image-down node-deps testbed testbed-down kind-up kind-burst kind-down clean
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,13 @@ unit: setup
 
 bench: setup
 	$(PY) benchmarks/scenarios.py
+
+## The engine on random loads nobody tuned it on (SEED picks the set), against the Flink rule
+## and the static sizes; prints where it lost.
+SEED ?= 1
+COUNT ?= 12
+bench-unseen: setup
+	$(PY) benchmarks/unseen.py --seed $(SEED) --count $(COUNT)
 
 ## Each restart kind on real Spark, step by step, beside the runner of BASELINE (a git revision).
 BASELINE ?= restart-baseline
