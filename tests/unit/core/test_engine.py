@@ -170,6 +170,14 @@ CASES = [
         ),
     ),
     Case(
+        "a job that keeps up at 94% busy (a noise peak past utilization.high) is not restarted "
+        "for headroom: nothing piles up while it waits, and a restart later stops it no longer",
+        snapshot(arrival=75_000, executors=8, partitions=8),
+        (HOLD, Reason.WITHIN_LAG_BUDGET, None, None),
+        policy=policy(executors={"min": 1, "max": 20}),
+        message_has="but they keep up",
+    ),
+    Case(
         "a catch-up's surplus: a quarter fewer executors carry the arrival at the target, so "
         "the rest goes once a whole window recommended it, though 44% busy is within the band",
         snapshot(arrival=50_000, executors=16, partitions=16),
