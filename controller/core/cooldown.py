@@ -26,8 +26,10 @@ LOAD_RETURNED_FACTOR = 1.1
 """Arrival above the rate a scale-in began at by this factor: the load came back."""
 LOAD_OUTGREW_FACTOR = 1.1
 """Arrival above the capacity the last scale-out was sized to carry (its expected rate, at
-``utilization.target``) by this factor: the load outgrew that action, and its cooldown does not
-hold the next scale-out."""
+``utilization.target``) by this factor at least: the load outgrew that action, and its cooldown
+does not hold the next scale-out. For the cooldown the edge is where that layout passes
+``utilization.high`` (``high / target`` times its expected rate, when larger): within it the
+layout still carries the load inside the band (:func:`_outgrown`)."""
 
 
 def cooldown(x: Inputs, *, growing: bool) -> str | None:
@@ -57,11 +59,20 @@ def _outgrown(x: Inputs, last: HistoryEntry) -> bool:
     """True if the arrival outgrew what the last scale-out was sized for: a burst's first
     seconds can size a step the rest of it outgrows (on real Spark at half a core, 1 -> 2 at
     the onset, then 25 s of cooldown while the lag grew to 15 s at 137k records/s against 2's
-    60k). The arrival is the source's, not a reading of the new executors' transient."""
+    60k). The arrival is the source's, not a reading of the new executors' transient. Outgrown
+    means past what that layout carries at ``utilization.high``: a restart sized on a window
+    that still held the load before a 5.6x step (39,200 records/s needed, 54,880 at the target)
+    was restarted again 20 s later at 66,600 arriving — which its 8 executors carried 85%
+    busy — on its own first batches' costs, to 16 executors for the 25 minutes the step held
+    (``test_cooldown.py``, "within what it carries at utilization.high")."""
     arrival = x.snapshot.arrival_rate
     if arrival is None or last.expected_rate is None:
         return False
-    return arrival > last.expected_rate * LOAD_OUTGREW_FACTOR
+    pol = x.policy.utilization
+    # past what that layout carries at the band's upper edge (utilization.high; the expected
+    # rate is at the target), never less than LOAD_OUTGREW_FACTOR times the expected rate
+    edge = max(pol.high / pol.target, LOAD_OUTGREW_FACTOR)
+    return arrival > last.expected_rate * edge
 
 
 def _scale_in_settling(x: Inputs, last: HistoryEntry, elapsed: float) -> str | None:

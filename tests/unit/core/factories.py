@@ -229,6 +229,19 @@ COOLDOWN_CASES = [
         ),
     ),
     Case(
+        "load past the last scale-out's target but within what it carries at "
+        "utilization.high waits out its cooldown (a restart sized on a window that still held "
+        "the load before a step is not restarted again on its own first batches)",
+        stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
+        (Action.HOLD, Reason.COOLDOWN, None, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
+                             reason="ScaleOut", rate_before=4_000, expected_rate=26_000),
+            )
+        ),
+    ),
+    Case(
         "a scale-in does not hold back a scale-out (no cooldown after it)",
         stateless_heavy(arrival=20_000, backlog=50_000, age=10),
         (Action.SCALE, Reason.SCALE_OUT, 4, None),
