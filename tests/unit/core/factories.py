@@ -199,6 +199,14 @@ def _recovered(ago: float) -> ScalingHistory:
     ))  # fmt: skip
 
 
+def _scaled_out_to_2(expected_rate: float) -> ScalingHistory:
+    """A scale-out to 2 executors 10 s ago (within its cooldown), from 4,000 records/s,
+    expecting ``expected_rate`` at the target utilization."""
+    return ScalingHistory(entries=(HistoryEntry(
+        time=NOW - 10, kind="action", action="scale", executors=2, reason="ScaleOut",
+        rate_before=4_000, expected_rate=expected_rate),))  # fmt: skip
+
+
 COOLDOWN_CASES = [
     Case(
         "cooldown after an action holds a scale-out",
@@ -210,23 +218,13 @@ COOLDOWN_CASES = [
         "load that outgrew the last scale-out's sizing scales out within its cooldown",
         stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
         (Action.REPARTITION, Reason.REPARTITION_OUT, 8, 8),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
-                             reason="ScaleOut", rate_before=4_000, expected_rate=19_000),
-            )
-        ),
+        history=_scaled_out_to_2(expected_rate=19_000),
     ),
     Case(
         "load within the last scale-out's sizing waits out its cooldown",
         stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
         (Action.HOLD, Reason.COOLDOWN, None, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
-                             reason="ScaleOut", rate_before=4_000, expected_rate=38_000),
-            )
-        ),
+        history=_scaled_out_to_2(expected_rate=38_000),
     ),
     Case(
         "load past the last scale-out's target but within what it carries at "
@@ -234,12 +232,7 @@ COOLDOWN_CASES = [
         "the load before a step is not restarted again on its own first batches)",
         stateless_heavy(arrival=30_000, executors=2, backlog=100_000, age=20),
         (Action.HOLD, Reason.COOLDOWN, None, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(time=NOW - 10, kind="action", action="scale", executors=2,
-                             reason="ScaleOut", rate_before=4_000, expected_rate=26_000),
-            )
-        ),
+        history=_scaled_out_to_2(expected_rate=26_000),
     ),
     Case(
         "a scale-in does not hold back a scale-out (no cooldown after it)",

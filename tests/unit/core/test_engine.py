@@ -96,6 +96,11 @@ def _giant_batch(**kw: Any) -> MetricsSnapshot:
 
 HOLD, SCALE, REPART, RECOVER = Action.HOLD, Action.SCALE, Action.REPARTITION, Action.RECOVER
 
+def _window_of_recommendations(executors: int) -> ScalingHistory:
+    """A whole stabilization window (130, 90 and 30 s ago) that recommended ``executors``."""
+    return history(*((ago, "recommendation", executors) for ago in (130, 90, 30)))
+
+
 CASES = [
     Case("within band holds", snapshot(), (HOLD, Reason.WITHIN_BAND, None, None)),
     Case(
@@ -182,9 +187,7 @@ CASES = [
         "the rest goes once a whole window recommended it, though 44% busy is within the band",
         snapshot(arrival=50_000, executors=16, partitions=16),
         (SCALE, Reason.SCALE_IN, 8, None),
-        history=history(
-            (130, "recommendation", 8), (90, "recommendation", 8), (30, "recommendation", 8)
-        ),
+        history=_window_of_recommendations(8),
         message_has="the other 8 are a surplus",
     ),
     Case(
@@ -198,9 +201,7 @@ CASES = [
         "executors: 88% busy), so the band holds",
         snapshot(arrival=35_000, executors=8, partitions=8),
         (HOLD, Reason.WITHIN_BAND, None, None),
-        history=history(
-            (130, "recommendation", 4), (90, "recommendation", 4), (30, "recommendation", 4)
-        ),
+        history=_window_of_recommendations(4),
     ),
     Case(
         "a recommendation at the current size restarts the stabilization window",
