@@ -73,6 +73,18 @@ phase() { # name, pytest args...: one pytest, timed
 # capacity: the JVM's defaults.
 # Pods on the test bed's node do not inherit it (their environment is the pod spec's).
 LANE_JAVA_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# ... and map the classes a Spark driver loads from one archive built per venv (prepare's
+# jvm-archive step, hack/jvm-archive/build.sh) instead of reading and verifying them from the jars
+# at every start: drivers, standalone masters, workers and executors share its class path. JVMs
+# on another class path (the broker, Spark's launcher) cannot use it; -Xlog:cds*=off keeps them
+# from saying so on every start. Without the archive the lanes run as before, slower.
+jvm_archive=$PWD/$VENV/share/stream-autoscaler/spark-classes.jsa
+[[ $VENV == /* ]] && jvm_archive=$VENV/share/stream-autoscaler/spark-classes.jsa
+if [[ -s $jvm_archive ]]; then
+  LANE_JAVA_OPTIONS+=" -XX:SharedArchiveFile=$jvm_archive -Xlog:cds*=off"
+else
+  echo "test: no JVM class archive at $jvm_archive (hack/jvm-archive/build.sh): the lanes' JVMs start slower"
+fi
 
 lane() { # name, pytest args...: one pytest in the background, its lines prefixed
   local name=$1
@@ -112,6 +124,7 @@ fi
 start=$SECONDS
 # The test bed outlives lane A (its closed loop runs in phase 3); the end of this script stops it
 # unless someone else uses it or `make testbed` pinned it.
+# shellcheck disable=SC2329 # called by the EXIT trap below
 release_unused() {
   "$VENV/bin/python" - <<'PY' >/dev/null 2>&1 || true
 import sys

@@ -1,6 +1,6 @@
 """The kind scripts and the Dockerfile, statically (`make kind-up` runs them; this tier does not):
-shellcheck on every script, the chart rendered with the kind values and checked by the real API
-server (server-side dry run), and the Dockerfile's pins and inputs."""
+shellcheck on every script under hack/, the chart rendered with the kind values and checked by
+the real API server (server-side dry run), and the Dockerfile's pins and inputs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ pytestmark = pytest.mark.k8s
 
 SCRIPTS = sorted(
     [
+        *(REPO / "hack").glob("*.sh"),  # prepare, test, lint, setup-python, browser
+        *(REPO / "hack" / "image").glob("*.sh"),
+        *(REPO / "hack" / "jvm-archive").glob("*.sh"),
         *(REPO / "hack" / "kind").glob("*.sh"),
         *(REPO / "hack" / "testbed").glob("*.sh"),
         REPO / "hack" / "tools" / "build.sh",
