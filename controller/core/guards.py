@@ -33,7 +33,7 @@ from controller.core.capacity import CapacityModel, Layout
 from controller.core.cooldown import SCALE_OUT_REASONS, cooldown, recovery_transient
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.grading import settle_seconds
-from controller.core.holds import hot_key, lag_budget_room
+from controller.core.holds import hot_key, lag_budget_room, step_in_span
 from controller.core.inputs import Inputs
 from controller.core.reasons import Action, BottleneckKind, Reason
 from controller.core.recurrence import weigh_scale_in
@@ -88,6 +88,8 @@ def band(
             sizing=sizing,
         )
     short = grows and util_needed > pol.utilization.high
+    if short and cooling is None and (step := step_in_span(x, model, d, plan)):
+        return x.hold(Reason.INSUFFICIENT_DATA, step, diagnosis, sizing=sizing)
     if short and (room := lag_budget_room(x, model, d, plan)):
         return x.hold(Reason.WITHIN_LAG_BUDGET, room, diagnosis, sizing=sizing)
     if short and (hot := hot_key(x, model, diagnosis)):

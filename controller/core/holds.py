@@ -1,7 +1,8 @@
 """Why a scale-out the sizing asks for can wait: the lag budget takes the load one more
-evaluation (or the job keeps up and a restart for headroom only stops it), or a hot key that
-more executors would not shorten. :func:`~controller.core.guards.band` asks these before it
-scales out; each answer is the reason's message."""
+evaluation (or the job keeps up and a restart for headroom only stops it), a step the measured
+arrival rate still averages in, or a hot key that more executors would not shorten.
+:func:`~controller.core.guards.band` asks these before it scales out; each answer is the
+reason's message."""
 
 from __future__ import annotations
 
@@ -64,6 +65,50 @@ def lag_budget_room(x: Inputs, model: CapacityModel, d: Demand, plan: Plan) -> s
         f"at full use) asks for {asks}, but the lag ({lag:.0f} s now) would "
         f"peak at {peak:.0f} s even if that came one evaluation later (SLO "
         f"{pol.lag.slo_seconds:g} s): holding while the lag budget takes it"
+    )
+
+
+STEP_IN_SPAN_FACTOR = 1.5
+"""A young backlog that arrived at least this many times faster than the measured arrival rate
+is a step the rate's span still averages in. Measured noise (7-12%) and the fastest sines of
+the unseen loads (``make bench-unseen``) stay below it."""
+STEP_MIN_AGE_SECONDS = 1.0
+"""A backlog younger than this gives no rate: its age is within a batch's planning jitter."""
+
+
+def step_in_span(x: Inputs, model: CapacityModel, d: Demand, plan: Plan) -> str | None:
+    """Why the arrival rate is not yet a measure to size on, or None.
+
+    The arrival rate is the source's growth over its last seconds; the backlog is all of what
+    arrived since its oldest record. A young backlog (``STEP_MIN_AGE_SECONDS`` to
+    ``lag.backlogToleranceSeconds`` old) that arrived :data:`STEP_IN_SPAN_FACTOR` times faster
+    than the rate says a step happened inside the rate's span: the rate still averages in the
+    load before it, and the backlog's own rate covers too short a time to hold the new load's
+    level. A restart sized on either is followed by a second one (a 10x step one second before
+    an evaluation: 2 -> 4, then 4 -> 16 twenty seconds later, 96 s over the SLO; sized on the
+    backlog's rate 2 -> 11, then 11 -> 16, 255 s). One evaluation later the rate covers only the
+    new load. Only where it matters and the wait is cheap: the layout sized on the measured rate
+    would be past ``utilization.high`` at the backlog's rate (a layout that carries even that
+    goes now: waiting only piles up a catch-up, sized larger than the load), and the lag budget
+    absorbs the backlog itself (no drain term: a pile that must drain now is sized now, on what
+    it holds) (``test_engine.py``, "a step inside the arrival's span")."""
+    s, pol = x.snapshot, x.policy
+    measured, backlog, age = s.arrival_rate or 0.0, s.backlog_records, s.backlog_age_seconds
+    if not backlog or age is None or d.drain_within is not None:
+        return None
+    if not STEP_MIN_AGE_SECONDS <= age <= pol.lag.backlog_tolerance_seconds:
+        return None
+    recent = backlog / age
+    if recent < STEP_IN_SPAN_FACTOR * measured:
+        return None
+    if model.utilization(recent, plan.layout) <= pol.utilization.high:
+        return None
+    return (
+        f"{recent:,.0f} records/s arrived over the backlog's last {age:.1f} s against a "
+        f"measured {measured:,.0f} records/s: a step the measured rate still averages in, and "
+        f"{plan.layout.executors} executor(s) sized on it would be "
+        f"{model.utilization(recent, plan.layout):.0%} busy at the backlog's rate; sizing at "
+        f"the next evaluation, on a rate that covers only the new load (the lag is {age:.1f} s)"
     )
 
 
