@@ -91,7 +91,7 @@ def step_in_span(x: Inputs, model: CapacityModel, d: Demand, plan: Plan) -> str 
     would be past ``utilization.high`` at the backlog's rate (a layout that carries even that
     goes now: waiting only piles up a catch-up, sized larger than the load), and the lag budget
     absorbs the backlog itself (no drain term: a pile that must drain now is sized now, on what
-    it holds) (``test_engine.py``, "a step inside the arrival's span")."""
+    it holds) (``test_holds.py``, "a step inside the arrival's span")."""
     s, pol = x.snapshot, x.policy
     measured, backlog, age = s.arrival_rate or 0.0, s.backlog_records, s.backlog_age_seconds
     if not backlog or age is None or d.drain_within is not None:
