@@ -26,7 +26,8 @@ tmp="$archive.tmp.$$"
 trap 'rm -f "$tmp" "$tmp.log"' EXIT
 # The archive holds no heap objects, so the JIT and collector flags need not match: one dumped
 # with the JVM's defaults serves the lanes' C1 and serial-collector JVMs (11.7k classes mapped).
-env -u JAVA_TOOL_OPTIONS PYSPARK_PYTHON="$VENV/bin/python" PYSPARK_DRIVER_PYTHON="$VENV/bin/python" \
+# Bounded: a warm-up stuck in Spark fails prepare after 5 minutes instead of hanging it.
+timeout 300 env -u JAVA_TOOL_OPTIONS PYSPARK_PYTHON="$VENV/bin/python" PYSPARK_DRIVER_PYTHON="$VENV/bin/python" \
   SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost \
   "$VENV/bin/spark-submit" --master 'local[2]' --conf spark.ui.enabled=false \
   --driver-java-options "-XX:ArchiveClassesAtExit=$tmp -Xlog:cds*=warning" \

@@ -1,4 +1,4 @@
-"""The workload whose classes go into the test lanes' JVM class archive (hack/jvm-archive/build.sh).
+"""The workload whose classes go into the lanes' JVM class archive (hack/jvm-archive/build.sh).
 
 Run by ``spark-submit``: the lanes' typical query (a burst source, a keyed count in RocksDB
 state, a parquet sink, micro-batches at a 1 s trigger) built by the runner's own job builder,
