@@ -1,6 +1,6 @@
-"""The holds that let a scale-out wait (controller/core/holds.py), by name; the lag budget's and
-the keeping-up cases are in test_engine.py with the guards they sit among. The reference job
-(factories): one executor processes about 10,000 records/s."""
+"""The holds that let a scale-out wait (controller/core/holds.py), by name; the keeping-up
+cases are in test_engine.py's guard table, the lag budget's drain in test_sizing.py. The
+reference job (factories): one executor processes about 10,000 records/s."""
 
 from __future__ import annotations
 
