@@ -44,10 +44,11 @@ COUNT ?= 12
 bench-unseen: setup
 	$(PY) benchmarks/unseen.py --seed $(SEED) --count $(COUNT)
 
-## Each restart kind on real Spark, step by step, beside the runner of BASELINE (a git revision).
-BASELINE ?= restart-baseline
+## Each restart kind on real Spark, step by step, beside the runner of BASELINE (a git revision;
+## default: benchmarks/restarts.py's BASELINE_REVISION, the runner before the restart work).
+BASELINE ?=
 bench-restarts: setup
-	$(PY) benchmarks/restarts.py --baseline $(BASELINE)
+	$(PY) benchmarks/restarts.py $(if $(BASELINE),--baseline $(BASELINE)) $(BENCH_RESTARTS_ARGS)
 
 ## Test-bed tools (kube-apiserver, etcd, kwok, helm, ...) built from Go modules, cached.
 tools:

@@ -1,11 +1,14 @@
 """Each restart kind on real Spark, step by step, beside a baseline revision of the runner.
 
     .venv/bin/python benchmarks/restarts.py [--baseline REV] [--keys 100000] [--rate 600]
-        [--out out/bench-restarts]          (make bench-restarts)
+        [--variants baseline,cold,current] [--kinds cap,respread,repartition,recovery]
+        [--event-log] [--out out/bench-restarts]          (make bench-restarts)
 
 One Spark standalone mini-cluster on loopback (three 1-core workers, each executor capped at half
 a core), and for each variant (``baseline``: the runner of ``--baseline``, checked out in a git
-worktree; ``current``: this tree) one ``stream-autoscaler runner`` subprocess on a burst source
+worktree; ``cold``: this tree with ``--no-warm-executors``; ``current``: this tree, whose
+executors that join in place are warmed before a restart) one ``stream-autoscaler runner``
+subprocess on a burst source
 (``--rate`` records/s over ``--keys`` keys, counted per key, a parquet sink, a 2 s trigger, 4
 state partitions; a prefill of three records per key first, on 3 executors), which runs, in
 order, each once the lag has settled:
@@ -18,7 +21,9 @@ order, each once the lag has settled:
 * ``recovery``: the runner SIGKILLed, a new one started on the checkpoint with 3 executors (the
   driver pod's replacement): kill -> first commit.
 
-Per kind (``restarts.json``): ``trigger_seconds``, ``request_to_first_commit_seconds``,
+Per kind (``restarts.json``): ``trigger_seconds``, ``request_to_first_commit_seconds`` (a
+re-spread's includes the wait for its executors' warm-up, during which the job commits), the
+``down`` timing (the stop -> the first commit: what the job did not commit),
 ``lag_added_seconds`` (the oldest waiting record's age as the runner reports it, its peak
 after the request less its level before; it read 0 across 20 s pauses in the first runs, so it
 is not yet a measure of a restart's lag: docs/benchmark.md), ``slo_seconds`` (``--slo``),
@@ -28,8 +33,9 @@ targets are printed beside the figures: request -> first commit <= 2 triggers + 
 change or a re-spread, <= 2 triggers + 8 s for a repartition; kill -> first commit <= 30 s; the
 lag a restart adds <= 25% of the SLO.
 
-The executors import the burst source from the installed tree in both variants: the source is
-not what is compared, the driver's restart path is.
+The executors import the burst source from the installed tree in every variant: the source is
+not what is compared, the driver's restart path is. ``--event-log`` keeps Spark's event log of
+each runner in its scratch directory: the per-task figures of the batches around each restart.
 """
 
 from __future__ import annotations
@@ -56,6 +62,13 @@ sys.path.insert(0, str(REPO))
 from contracts.runner_api import ActionRecord, RunnerStatus  # noqa: E402
 from controller.adapters.runner_client import RunnerClient  # noqa: E402
 
+BASELINE_REVISION = "e930054497c118ab929b4043d5459ef38371fe21"
+"""The runner before step timings and the gap-aware stop (a commit on main: a tag would not
+reach a fresh clone)."""
+KINDS = ("cap", "respread", "repartition", "recovery")
+VARIANTS = ("baseline", "cold", "current")
+"""The runners compared: the baseline revision's, this tree's with its executors left cold
+(``--no-warm-executors``: the path before the warm-up, on today's code) and this tree's."""
 TRIGGER_SECONDS = 2.0
 PARTITIONS = 4
 CAP = 4_000
@@ -127,26 +140,28 @@ class Runner:
         self.log.close()
 
 
-def write_job(work: Path, keys: int, rate: int) -> Path:
+def write_job(work: Path, keys: int, rate: int, event_log: bool = False) -> Path:
     """The bench's StreamJob: a prefill that puts every key in state, then ``rate``/s."""
     prefill = max(rate, keys * 3 // 10)  # 3 draws a key in 10 s: all but e^-3 (5%) in state
     trace = work / "trace.csv"
     trace.write_text(f"t,input_rate\n0,{prefill}\n10,{rate}\n", encoding="utf-8")
-    job = {
-        "apiVersion": "stream-autoscaler.io/v1alpha1", "kind": "StreamJob",
-        "metadata": {"name": "bench"},
-        "spec": {
-            "source": {"type": "burst", "trace": str(trace), "keys": keys, "partitions": 2,
-                       "seed": 11},
-            "pipeline": [{"type": "aggregate", "name": "count-per-key", "keys": ["key"]}],
-            "sink": {"type": "files", "path": str(work / "out"), "format": "parquet",
-                     "outputMode": "update"},
-            "trigger": {"intervalSeconds": TRIGGER_SECONDS},
-            "checkpoint": {"location": str(work / "cp")},
-            "statePartitions": PARTITIONS,
-            "executors": {"initial": 1, "cores": 1, "memory": "768m"},
-        },
+    spec: dict[str, Any] = {
+        "source": {"type": "burst", "trace": str(trace), "keys": keys, "partitions": 2,
+                   "seed": 11},
+        "pipeline": [{"type": "aggregate", "name": "count-per-key", "keys": ["key"]}],
+        "sink": {"type": "files", "path": str(work / "out"), "format": "parquet",
+                 "outputMode": "update"},
+        "trigger": {"intervalSeconds": TRIGGER_SECONDS},
+        "checkpoint": {"location": str(work / "cp")},
+        "statePartitions": PARTITIONS,
+        "executors": {"initial": 1, "cores": 1, "memory": "768m"},
     }
+    if event_log:
+        (work / "events").mkdir()
+        spec["spark"] = {"conf": {"spark.eventLog.enabled": "true",
+                                  "spark.eventLog.dir": str(work / "events")}}
+    job = {"apiVersion": "stream-autoscaler.io/v1alpha1", "kind": "StreamJob",
+           "metadata": {"name": "bench"}, "spec": spec}
     path = work / "job.yaml"
     path.write_text(yaml.safe_dump(job), encoding="utf-8")
     return path
@@ -200,25 +215,33 @@ def figures(a: ActionRecord, added: float) -> Kind:
                 timings=dict(a.timings))
 
 
-def run_variant(tree: Path, master: str, work: Path, keys: int, rate: int) -> dict[str, Any]:
+def run_variant(tree: Path, master: str, work: Path, keys: int, rate: int,
+                kinds: tuple[str, ...] = KINDS, event_log: bool = False,
+                extra: tuple[str, ...] = ()) -> dict[str, Any]:
     work.mkdir(parents=True)
-    job = write_job(work, keys, rate)
+    job = write_job(work, keys, rate, event_log)
     out: dict[str, Any] = {}
-    r = Runner(tree, job, master, work, "--executors", "3")
+    r = Runner(tree, job, master, work, "--executors", "3", *extra)
     level = settled(r)
-    out["cap"] = restart(r, lambda: r.client.repartition(PARTITIONS, max_records_per_batch=CAP),
-                         level)
-    for n in (1, 3):
-        r.client.set_executors(n)
-        r.wait(f"{n} executors", live(n))
-        settled(r)
-    level = settled(r)
-    out["respread"] = restart(r, lambda: r.client.repartition(PARTITIONS), level)
-    level = settled(r)
-    out["repartition"] = restart(r, lambda: r.client.repartition(2 * PARTITIONS), level)
+    if "cap" in kinds:
+        out["cap"] = restart(
+            r, lambda: r.client.repartition(PARTITIONS, max_records_per_batch=CAP), level)
+    if "respread" in kinds:
+        for n in (1, 3):
+            r.client.set_executors(n)
+            r.wait(f"{n} executors", live(n))
+            settled(r)
+        level = settled(r)
+        out["respread"] = restart(r, lambda: r.client.repartition(PARTITIONS), level)
+    if "repartition" in kinds:
+        level = settled(r)
+        out["repartition"] = restart(r, lambda: r.client.repartition(2 * PARTITIONS), level)
+    if "recovery" not in kinds:
+        r.stop()
+        return out
     level = settled(r)
     killed = r.kill()
-    r2 = Runner(tree, job, master, work, "--executors", "3")
+    r2 = Runner(tree, job, master, work, "--executors", "3", *extra)
     st = r2.wait("the first commit after the recovery", lambda st: (
         st.last_committed_batch is not None and st.resumed_from_batch is not None
         and st.last_committed_batch > st.resumed_from_batch))
@@ -262,25 +285,58 @@ def target(kind: str) -> float:
     return 2 * TRIGGER_SECONDS + TARGET_SLACK_SECONDS[kind]
 
 
+def down_seconds(k: Kind) -> float | None:
+    """The stop -> the first commit: what the job did not commit (the runner's ``down`` timing;
+    a revision without it: the request -> the first commit less the warm-up, if any)."""
+    if "down" in k.timings:
+        return k.timings["down"]
+    if k.request_to_first_commit_seconds is None:
+        return None
+    return k.request_to_first_commit_seconds - k.timings.get("warmed", 0.0)
+
+
 def report(results: dict[str, dict[str, Kind]], slo: float) -> list[str]:
-    lines = [f"{'kind':<12} {'target s':>8} {'baseline s':>10} {'current s':>9} {'ratio':>6}  "
-             f"{'lag+ base':>9} {'lag+ cur':>8} {'lag target':>10}  current steps (s)"]
-    for kind in ("cap", "respread", "repartition", "recovery"):
-        b, c = results["baseline"][kind], results["current"][kind]
-        bs, cs = b.request_to_first_commit_seconds, c.request_to_first_commit_seconds
-        ratio = f"{cs / bs:.2f}" if bs and cs else "-"
-        steps = " ".join(f"{k}={v:.1f}" for k, v in c.steps.items())
-        lines.append(f"{kind:<12} {target(kind):>8.1f} {bs or 0:>10.1f} {cs or 0:>9.1f} "
-                     f"{ratio:>6}  {b.lag_added_seconds or 0:>9.1f} "
-                     f"{c.lag_added_seconds or 0:>8.1f} {slo * LAG_TARGET_SHARE:>10.1f}  {steps}")
+    """Per kind and variant: request -> first commit, the stop -> first commit, the lag added;
+    the targets beside them, and the last variant's steps."""
+    variants = [v for v in VARIANTS if v in results]
+    head = f"{'kind':<12} {'target s':>8}"
+    for v in variants:
+        head += f" | {v + ' req':>12} {'down':>6} {'lag+':>6}"
+    lines = [head + f" | {'lag target':>10}  {variants[-1]} steps (s)"]
+    for kind in KINDS:
+        row = f"{kind:<12} {target(kind):>8.1f}"
+        present = False
+        for v in variants:
+            k = results[v].get(kind)
+            if k is None:
+                row += f" | {'-':>12} {'-':>6} {'-':>6}"
+                continue
+            present = True
+            req, down = k.request_to_first_commit_seconds, down_seconds(k)
+            row += (f" | {req or 0:>12.1f} {down or 0:>6.1f} {k.lag_added_seconds or 0:>6.1f}")
+        if not present:
+            continue
+        last = results[variants[-1]].get(kind) or Kind()
+        steps = " ".join(f"{k}={v:.1f}" for k, v in last.steps.items())
+        lines.append(row + f" | {slo * LAG_TARGET_SHARE:>10.1f}  {steps}")
     return lines
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", default="restart-baseline",
-                    help="git revision of the baseline runner (default: the tag restart-baseline,"
-                         " the restart path before step timings and the gap-aware stop)")
+    ap.add_argument("--baseline", default=BASELINE_REVISION,
+                    help="git revision of the baseline runner (default: the restart path before "
+                         "step timings and the gap-aware stop)")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="which runners to run, comma-separated, in this order: baseline (the "
+                         "--baseline revision), cold (this tree with --no-warm-executors), "
+                         "current (this tree)")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help=f"which restarts to run, comma-separated, in the bench's order "
+                         f"({', '.join(KINDS)})")
+    ap.add_argument("--event-log", action="store_true",
+                    help="keep Spark's event log of each runner under its scratch directory "
+                         "(per-task figures of the batches around each restart)")
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--rate", type=int, default=600,
                     help="records/s after the prefill: below one half-core executor's capacity, "
@@ -296,26 +352,36 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="bench-restarts-"))
+    variants = tuple(v for v in VARIANTS if v in args.variants.split(","))
+    kinds = tuple(k for k in KINDS if k in args.kinds.split(","))
+    if not variants or not kinds:
+        ap.error(f"--variants names none of baseline, current; or --kinds none of {KINDS}")
     base_tree = scratch / "baseline-tree"
-    subprocess.run(["git", "worktree", "add", "--detach", str(base_tree), args.baseline],
-                   cwd=REPO, check=True, capture_output=True)
+    if "baseline" in variants:
+        subprocess.run(["git", "worktree", "add", "--detach", str(base_tree), args.baseline],
+                       cwd=REPO, check=True, capture_output=True)
     results: dict[str, dict[str, Kind]] = {}
     ok: dict[str, bool] = {}
     try:
         with MiniCluster(workers=3, cores_per_worker=1, memory_per_worker="1g",
                          executor_cpus=0.5, log_dir=scratch / "cluster") as cluster:
-            for variant, tree in (("baseline", base_tree), ("current", REPO)):
+            trees = {"baseline": base_tree, "cold": REPO, "current": REPO}
+            for variant in variants:
+                tree = trees[variant]
+                extra = ("--no-warm-executors",) if variant == "cold" else ()
                 started = time.monotonic()
                 print(f"{variant}: {tree} ...", flush=True)
                 results[variant] = run_variant(tree, cluster.master_url, scratch / variant,
-                                               args.keys, args.rate)
+                                               args.keys, args.rate, kinds, args.event_log,
+                                               extra)
                 print(f"{variant}: done in {time.monotonic() - started:.0f} s", flush=True)
         print("exactly once:")
         for variant in results:
             ok[variant] = exactly_once(scratch / variant / "job.yaml")
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=REPO,
-                       check=False, capture_output=True)
+        if "baseline" in variants:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=REPO,
+                           check=False, capture_output=True)
     doc = {
         "machine": {"cpus": os.cpu_count()}, "baseline": args.baseline, "keys": args.keys,
         "rate": args.rate, "trigger_seconds": TRIGGER_SECONDS, "slo_seconds": args.slo,

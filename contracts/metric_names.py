@@ -137,8 +137,9 @@ LAST_EXECUTOR_LOSS = _gauge("last_executor_loss_timestamp_seconds", "Unix time t
 ACTIONS = _counter("actions", "Control actions by kind and outcome.",
                    ("job", "action", "outcome"))
 LAST_RESTART_SECONDS = _gauge("last_restart_seconds", "How long the last restart (a "
-                              "repartition or a re-spread of state) took: from its request to "
-                              "the query running again (s); absent before any.")
+                              "repartition or a re-spread of state) kept the job from "
+                              "committing: from its stop to its first commit (s); absent "
+                              "before any.")
 LAST_ACTION_SECONDS = _gauge("last_action_seconds", "Duration of the last action by step.",
                              ("job", "action", "step"))
 ACTION_STEP_SECONDS = _gauge("action_step_seconds", "Seconds each step of the last action "

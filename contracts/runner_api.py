@@ -473,6 +473,12 @@ class RunnerStatus(WireModel):
     batch, less the pod's scheduling and image start)."""
     lost_executors: list[LostExecutorEntry] = Field(default_factory=list, alias="lostExecutors")
     """Executors lost with their node, oldest first, at most :data:`RECENT_ACTIONS`."""
+    warm_executors: list[str] = Field(default_factory=list, alias="warmExecutors")
+    """Live executors that have run the job or its warm-up: a restart's first batch finds
+    their Python workers, state store and code loaded (:mod:`operators.query.warmup`)."""
+    last_warmup: dict[str, Any] | None = Field(default=None, alias="lastWarmup")
+    """The last warm-up: ``warmed`` (executor ids), ``rounds``, ``seconds``, and ``cold`` or
+    ``error`` when it left some executor cold; None before any."""
     action: ActionRecord | None = None
     """The action in progress."""
     last_action: ActionRecord | None = Field(default=None, alias="lastAction")

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
     from operators.driver.exporter import RunnerMetrics
     from operators.query.session import ExecutorPool
+    from operators.query.warmup import WarmResult
 
 log = structlog.get_logger("operators.driver.runner")
 
@@ -83,6 +84,10 @@ class RunnerOptions:
     a recovery's, so the outage's pile drains in batches the SLO allows; None = the job's."""
     scale_timeout: float = 120.0
     first_commit_timeout: float = 180.0
+    warm_executors: bool = True
+    """Warm executors that joined in place (Python workers, the state store, generated code)
+    while the query still runs, before a restart puts its first batch on them
+    (:mod:`operators.query.warmup`)."""
 
 
 class ActionConflict(OperatorsError, RuntimeError):
@@ -127,6 +132,8 @@ class RunnerHandle(Protocol):
     def start_query(self) -> None: ...
     def committed(self) -> int: ...
     def wait_commit_after(self, batch: int) -> None: ...
+    def warm_executors(self, ids: list[str] | None = None) -> WarmResult | None: ...
+    def warm_in_background(self, ids: list[str]) -> None: ...
 
 
 class Actions:
@@ -251,6 +258,8 @@ class Actions:
             added = [e.id for e in self.run.pool.live() if e.id not in before]
             action.result["added"] = added
             self.run.publish_executors()
+            # warmed beside the query, not in the first batch of a restart that may follow
+            self.run.warm_in_background(added)
             if added:  # request -> a new executor runs a task
                 deadline = time.monotonic() + self.run.options.scale_timeout
                 while time.monotonic() < deadline:
@@ -272,6 +281,14 @@ class Actions:
         old = self.run.partitions
         resumed = False
         try:
+            # Executors that joined in place are warmed before the stop (the first batch runs
+            # on them): the warm-up their scale-out started is waited for, and those no warm-up
+            # reached (Spark's replacements of lost executors) are warmed now.
+            warmed = self.run.warm_executors()
+            if warmed is not None and warmed.asked:
+                action.result["warmup"] = warmed.to_wire()
+                action.timings["warmed"] = time.monotonic() - t0
+            down_from = time.monotonic()  # the job commits nothing from here to first_commit
             # Same count (a restart that only re-spreads state): Spark replays the batch in
             # flight. A rewrite needs a checkpoint that ends on a committed batch: the batch
             # in flight is skipped where no reader can see what it wrote (the resumed query
@@ -316,13 +333,16 @@ class Actions:
             with timed(action.steps, Step.QUERY_START):
                 self.run.start_query()
             resumed = True
-            # request -> running again: what the engine's next restart estimate learns from
-            action.timings["resumed"] = time.monotonic() - t0
-            self.run.metrics.last_restart.labels(self.run.name).set(action.timings["resumed"])
+            action.timings["resumed"] = time.monotonic() - t0  # request -> running again
             self.run.resumed_from_batch = from_batch  # the checkpoint batch the query resumed from
             with timed(action.steps, Step.FIRST_COMMIT):
                 self.run.wait_commit_after(from_batch)
             action.timings["first_commit"] = time.monotonic() - t0
+            # the stop -> the first commit: the time the job committed nothing, what the
+            # engine's next restart estimate learns from (its restartSeconds counts the first
+            # batch too); a warm-up before the stop ran beside the query and is not in it
+            action.timings["down"] = time.monotonic() - down_from
+            self.run.metrics.last_restart.labels(self.run.name).set(action.timings["down"])
             self.run.metrics.state_partitions.labels(self.run.name).set(self.run.partitions or 0)
             action.result["partitions"] = self.run.partitions
         finally:

@@ -80,6 +80,9 @@ def _runner_parser() -> argparse.ArgumentParser:
                    help="cap the query's micro-batches at N records (the source's rate limit, "
                         "the lower of N and the job's own; a recovery's admission cap, so what "
                         "piled up while the job was down does not land in one batch)")
+    p.add_argument("--no-warm-executors", dest="warm_executors", action="store_false",
+                   help="do not warm executors that joined in place before a restart puts the "
+                        "query on them (operators/query/warmup.py; for comparison runs)")
     p.add_argument("--workers", type=int, help="mini-cluster workers (default: max executors)")
     p.add_argument("--token", help="bearer token (prefer the env var or a token file)")
     p.add_argument("--token-file", help="token file; created with a new token if absent "
@@ -135,7 +138,8 @@ def runner_main(argv: list[str]) -> int:
         runner = JobRunner(job, RunnerOptions(master=master, max_executors=max_executors,
                                               executors=initial,
                                               state_partitions=args.state_partitions,
-                                              max_records_per_batch=args.max_records_per_batch))
+                                              max_records_per_batch=args.max_records_per_batch,
+                                              warm_executors=args.warm_executors))
         signals = [0]
 
         def on_signal(*_: Any) -> None:

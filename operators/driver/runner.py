@@ -45,8 +45,9 @@ from operators.driver.gap import gap_wait_seconds
 from operators.driver.listener import ProgressListener
 from operators.driver.stages import StagePoller
 from operators.errors import first_line
-from operators.query import node_loss
+from operators.query import node_loss, warmup
 from operators.query.application import starter_for
+from operators.query.job import PROVIDER_KEY
 from operators.query.session import ExecutorPool, SessionOptions, create_session
 from operators.query.sinks import forget_unfinished_batch
 from operators.sources import adapter_for
@@ -117,6 +118,9 @@ class JobRunner:
         """Seconds of each step of :meth:`start` (``/status`` ``startSteps``); ``first_commit``
         arrives with the first batch's progress."""
         self._first_commit_from: float | None = None
+        self.last_warmup: warmup.WarmResult | None = None
+        self._warm_lock = threading.Lock()
+        """Held by a warm-up (:meth:`warm_executors`): a restart waits for one that runs."""
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -146,6 +150,7 @@ class JobRunner:
         with timed(steps, Step.EXECUTORS):
             self.pool = ExecutorPool(self.spark, self.spec.executors.cores)
             self.pool.settle(self.initial)
+            self.pool.warmed.update(e.id for e in self.pool.live())  # the first batch's
         self.publish_executors()
         self._node_loss = self._node_loss_sweeper()
         self._poller = StagePoller(self.metrics, self.pool.rest, lambda: self.query_id)
@@ -279,6 +284,9 @@ class JobRunner:
             max_records_per_batch=self.max_records_per_batch,
             start_steps=dict(self.start_steps),
             lost_executors=list(self.lost_executors),
+            warm_executors=sorted(({e.id for e in live} & self.pool.warmed) if self.pool else (),
+                                  key=_id_order),
+            last_warmup=self.last_warmup.to_wire() if self.last_warmup else None,
             action=self.actions.action, last_action=self.actions.last_action,
             recent_actions=list(self.actions.recent_actions),
         )
@@ -293,6 +301,40 @@ class JobRunner:
         self.metrics.set_admission_cap(self.max_records_per_batch)
         self.query_id = str(self.query.id)
         self.file_sink = state.file_sink_path(self.query)  # a repartition logs its batch there
+
+    def warm_executors(self, ids: list[str] | None = None) -> warmup.WarmResult | None:
+        """Warm ``ids`` (default: every live executor not yet warm) while the query runs, so a
+        restart's first batch does not start their Python workers, state store and code
+        (:mod:`operators.query.warmup`); waits for a warm-up already running first. None when
+        warming is off (``--no-warm-executors``)."""
+        if not self.options.warm_executors or self.spark is None or self.pool is None:
+            return None
+        with self._warm_lock:
+            live = [e.id for e in self.pool.live()]
+            ids = [i for i in (live if ids is None else ids)
+                   if i in live and i not in self.pool.warmed]
+            source = self.spec.source
+            modules = adapter_for(source).worker_modules if source is not None else ()
+            result = warmup.warm(self.spark, self.pool.rest, ids, self.spec.executors.cores,
+                                 modules, self.spark.conf.get(PROVIDER_KEY, None))
+            self.pool.warmed.update(result.warmed)
+            if result.asked:
+                self.last_warmup = result
+            return result
+
+    def warm_in_background(self, ids: list[str]) -> None:
+        """Start warming ``ids`` (executors that just joined) beside the query: the scale-out
+        is done when they are live, and a restart that follows waits for the warm-up
+        (:meth:`warm_executors`) instead of running its first batch on cold JVMs."""
+        if self.options.warm_executors and ids:
+            threading.Thread(target=self._warm_quietly, args=(ids,), name="warm-executors",
+                             daemon=True).start()
+
+    def _warm_quietly(self, ids: list[str]) -> None:
+        try:
+            self.warm_executors(ids)
+        except Exception as e:  # the REST API or the session gone (a stop): nothing to warm
+            log.warning("executors not warmed", error=first_line(e), executors=ids)
 
     def stop_at_boundary(self, steps: dict[str, float] | None = None) -> None:
         """Stop between batches, so the checkpoint ends on a committed batch: a stop for a
@@ -524,3 +566,8 @@ class JobRunner:
 
     def _backlog(self, p: dict[str, Any]) -> SourceBacklog | None:
         return backlog_from_progress(p, self._backlog_probe)
+
+
+def _id_order(executor_id: str) -> tuple[int, str]:
+    """Executor ids in Spark's order (numeric), any other id after them."""
+    return (int(executor_id), "") if executor_id.isdigit() else (1 << 62, executor_id)

@@ -174,6 +174,9 @@ class ExecutorPool:
         self.app_id = sc.applicationId
         self.ui_url = (sc.uiWebUrl or "").rstrip("/")
         self.target: int | None = None
+        self.warmed: set[str] = set()
+        """Executors that have run the job or its warm-up (:mod:`operators.query.warmup`):
+        a start's executors (its first batch warms them) and those a warm-up reached."""
 
     # --- reading ----------------------------------------------------------------------------
 

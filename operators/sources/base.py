@@ -66,6 +66,10 @@ class SourceAdapter(Protocol[S_contra]):
     cap_option: tuple[str, str] | None
     """``(format, option)``: the same cap as a ``spark.readStream`` option, for the user's own
     code; None when there is none."""
+    worker_modules: tuple[str, ...]
+    """Modules the source's reads import in the executors' Python workers (a Python data
+    source's); () for a source Spark reads in the JVM. New executors are warmed with them
+    before a restart puts the first batch on them (:mod:`operators.query.warmup`)."""
 
     def records_per_cap_unit(
         self, spark: SparkSession, source: S_contra, checkpoint: str

@@ -95,6 +95,7 @@ class BurstAdapter:
     uses_kafka: bool = False
     cap_field: str | None = "max_records_per_batch"
     cap_option: tuple[str, str] | None = ("burst", "max_records_per_batch")
+    worker_modules: tuple[str, ...] = ("operators.sources.burst_datasource",)
 
     def dataframe(
         self,

@@ -160,6 +160,7 @@ class FileAdapter:
     # in files: records_per_cap_unit turns the controller's records into files
     cap_field: str | None = "max_files_per_trigger"
     cap_option: tuple[str, str] | None = None
+    worker_modules: tuple[str, ...] = ()
 
     def records_per_cap_unit(
         self, spark: SparkSession, source: FileSource, checkpoint: str

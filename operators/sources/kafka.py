@@ -308,6 +308,7 @@ class KafkaAdapter:
     uses_kafka: bool = True
     cap_field: str | None = "max_offsets_per_trigger"
     cap_option: tuple[str, str] | None = ("kafka", "maxOffsetsPerTrigger")
+    worker_modules: tuple[str, ...] = ()
 
     def dataframe(
         self,

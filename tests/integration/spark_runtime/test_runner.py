@@ -83,6 +83,15 @@ def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, loca
     print("tasks per executor", {e["id"]: e["total_tasks"] for e in st["executors"]["list"]},
           "stateful tasks by executor", st["statefulTasksByExecutor"])
     assert 'stream_autoscaler_executors{job="rt"} 3.0' in r.metrics()
+    # The new executors are warmed beside the query (Python workers, the state store, code):
+    # both of them, each having run tasks of both warm-ups, while the query kept committing.
+    before = st["lastCommittedBatch"]
+    st = r.wait(lambda s: set(act["result"]["added"]) <= set(s["warmExecutors"]), 180,
+                "the new executors warmed")
+    print("warm-up", st["lastWarmup"])
+    assert sorted(st["lastWarmup"]["warmed"]) == sorted(act["result"]["added"]), st["lastWarmup"]
+    assert "cold" not in st["lastWarmup"] and "error" not in st["lastWarmup"], st["lastWarmup"]
+    assert st["phase"] == "Running" and st["lastCommittedBatch"] > before, st
 
     # 3 -> 1: kills the two executors holding the least state.
     down = r.action("/executors", {"target": 1})
@@ -122,8 +131,10 @@ def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, loca
     capped = _records_per_batch(tmp_path / "job" / "cp", planned)
     print("batches after the capped restart", capped)
     assert capped and max(capped.values()) == CAP and min(capped.values()) > 0, capped
-    # how long the job was down, exported for the engine's next restart estimate
-    down = act["timings"]["resumed"]
+    # how long the job was down (its stop to its first commit), exported for the engine's
+    # next restart estimate; every executor is warm, so no warm-up came before the stop
+    down = act["timings"]["down"]
+    assert "warmed" not in act["timings"] and "warmup" not in act["result"], act
     assert act["timings"]["stop"] <= down <= act["timings"]["first_commit"], act["timings"]
     exported = [line for line in r.metrics().splitlines()
                 if line.startswith('stream_autoscaler_last_restart_seconds{job="rt"}')]

@@ -56,6 +56,8 @@ STATUS: dict[str, Any] = {
     "startSteps": {"session": 9.5, "executors": 4.25, "query_start": 1.5, "first_commit": 6.0},
     "lostExecutors": [{"executorId": "3", "pod": "wc-exec-3", "node": "worker2",
                        "notReadySince": 1_700_000_070.0, "removedAt": 1_700_000_081.5}],
+    "warmExecutors": ["1"],
+    "lastWarmup": {"warmed": ["1"], "rounds": 2, "seconds": 19.1},
     "action": None,
     "lastAction": ACTION,
     "recentActions": [ACTION],
@@ -70,6 +72,8 @@ def test_status_round_trips_to_the_same_json() -> None:
     assert st.last_action.state is ActionState.SUCCEEDED
     assert st.find_action("ab12cd34-x") == st.last_action and st.find_action("nope") is None
     assert [(e.executor_id, e.node) for e in st.lost_executors] == [("3", "worker2")]
+    assert st.warm_executors == ["1"] and st.last_warmup == {"warmed": ["1"], "rounds": 2,
+                                                            "seconds": 19.1}
     assert json.loads(json.dumps(st.to_wire())) == STATUS
 
 

@@ -1,0 +1,212 @@
+"""Executors warmed while the query still runs, before a restart puts its first batch on them.
+
+A restart that spreads state over executors that joined in place (a re-spread, a repartition)
+runs its first batch on JVMs that have never run the job: each of them then starts its Python
+workers (the source's reads wait for them), loads the classes of Spark SQL, the shuffle and the
+state store, loads RocksDB's native library and interprets everything the JIT has not yet
+compiled, all under the executor's CPU quota and all while the job commits nothing: at half a
+core, most of such a batch is waiting for the new executors' Python workers and their first
+stateful tasks, where the executor that had run the job takes about a second for the same
+(docs/benchmark.md, "Restarts: executors warmed before the stop").
+
+:func:`warm` pays those costs on the new executors while the old query keeps committing:
+
+* a Python job (one task per slot, and more) whose tasks import the modules the job's Python
+  workers use: PySpark's worker, pyarrow and the source's module. Python workers are reused
+  (``spark.python.worker.reuse``, on by default), so the worker that later reads the source is
+  one that has imported them;
+* a one-batch stateful query on a session of its own (``newSession``: the job's session
+  settings are untouched): a ``rate-micro-batch`` source counted per key into the state store
+  the job uses and Spark's ``noop`` sink, on a throwaway checkpoint: the state store's classes
+  and native library, the shuffle, code generation and their JIT.
+
+Neither can name the executors its tasks run on (Spark has no such API for Python); idle
+executors take tasks first, so both run again, at most :data:`WARM_ROUNDS` times, until every
+executor asked for has run tasks of each (read from the driver's REST API by job group or
+query name). What no warm-up reaches is said in the result: an executor still cold after the
+rounds, or a warm-up that failed (a warm-up never fails the action: it only saves time).
+(tests/integration/spark_runtime/test_warmup.py)
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from operators.errors import first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = structlog.get_logger("operators.query.warmup")
+
+WARM_ROUNDS = 3
+"""Rounds of both warm-ups at most: a round whose tasks all went to other executors (those
+busy with the running query's tasks are not idle, so rarely) is run again."""
+TASKS_PER_SLOT = 2
+"""Tasks of each warm-up per slot of the executors warmed: enough that every idle slot takes
+some before the busy ones free up."""
+ROWS_PER_SLOT = 2_000
+"""Rows of the stateful warm-up per slot: enough to generate and run the aggregation's code,
+little enough to cost well under a second."""
+QUERY_TIMEOUT_SECONDS = 60.0
+"""The stateful warm-up's batch gives up after this (the warm-up is then reported failed)."""
+BASE_MODULES = ("pyspark.worker", "pyspark.sql.types", "pyarrow")
+"""What every job's Python workers import: PySpark's worker and Arrow (the Python data sources
+hand their rows over as Arrow batches)."""
+
+
+@dataclass
+class WarmResult:
+    """What a warm-up did: the executors it warmed, those it could not, and why."""
+
+    asked: list[str]
+    python: set[str] = field(default_factory=set)
+    """Executors that ran a task of the Python warm-up."""
+    stateful: set[str] = field(default_factory=set)
+    """Executors that ran a task of the stateful warm-up."""
+    rounds: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def warmed(self) -> list[str]:
+        """Executors that ran both warm-ups."""
+        return [e for e in self.asked if e in self.python and e in self.stateful]
+
+    @property
+    def cold(self) -> list[str]:
+        return [e for e in self.asked if e not in self.python or e not in self.stateful]
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"warmed": self.warmed, "rounds": self.rounds,
+                               "seconds": round(self.seconds, 2)}
+        if self.cold:
+            out["cold"] = self.cold
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def python_warmup(modules: tuple[str, ...]) -> Callable[[Iterable[int]], Iterable[int]]:
+    """The Python warm-up task: import ``modules`` (a missing one is skipped: the job's own
+    workers would fail on it with their own error) in the executor's reused worker."""
+
+    def task(rows: Iterable[int]) -> Iterable[int]:
+        import contextlib
+        import importlib
+
+        for name in modules:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
+        return [sum(1 for _ in rows)]
+
+    return task
+
+
+def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str],
+         cores: int, modules: tuple[str, ...] = (), state_provider: str | None = None
+         ) -> WarmResult:
+    """Warm ``executor_ids`` (live executors of ``spark``) with the Python and the stateful
+    warm-up, each repeated until every one of them has run its tasks; never raises.
+
+    ``rest`` reads the driver's REST API (``ExecutorPool.rest``), ``cores`` is each executor's
+    slots, ``modules`` the job's own Python modules (its source's), ``state_provider`` the
+    state store class the job uses (None: the session's)."""
+    result = WarmResult(asked=list(executor_ids))
+    if not executor_ids:
+        return result
+    start = time.monotonic()
+    tasks = max(1, TASKS_PER_SLOT * cores * len(executor_ids))
+    group = f"stream-autoscaler-warmup-{uuid.uuid4().hex[:8]}"
+    work = tempfile.mkdtemp(prefix="stream-autoscaler-warmup-")
+    warm_session = spark.newSession()
+    warm_session.conf.set("spark.sql.shuffle.partitions", str(tasks))
+    if state_provider:
+        warm_session.conf.set("spark.sql.streaming.stateStore.providerClass", state_provider)
+    sc = spark.sparkContext
+    task = python_warmup(tuple(dict.fromkeys((*BASE_MODULES, *modules))))
+    try:
+        for round_ in range(1, WARM_ROUNDS + 1):
+            live = {str(e["id"]) for e in rest("executors") if e.get("isActive", True)}
+            gone = [e for e in executor_ids if e not in live]
+            if gone:  # killed since (a scale-in): nothing to warm there
+                result.asked = executor_ids = [e for e in executor_ids if e in live]
+            if not executor_ids:
+                break
+            result.rounds = round_
+            if not set(executor_ids) <= result.python:
+                sc.setJobGroup(f"{group}-{round_}", "stream-autoscaler: executors warmed")
+                try:
+                    sc.parallelize(range(tasks * 10), tasks).mapPartitions(task).collect()
+                finally:
+                    sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+                result.python |= executors_of(rest, in_group(f"{group}-{round_}"))
+            if not set(executor_ids) <= result.stateful:
+                name = f"{group}-state-{round_}"
+                run_stateful(warm_session, name, f"{work}/checkpoint", tasks)
+                result.stateful |= executors_of(rest, of_query(name))
+            if not result.cold:
+                break
+    except Exception as e:  # a warm-up only saves time: the action goes on, cold
+        result.error = first_line(e)
+        log.warning("executors not warmed", error=result.error, executors=executor_ids)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        result.seconds = time.monotonic() - start
+    log.info("executors warmed", **result.to_wire())
+    return result
+
+
+def run_stateful(session: SparkSession, name: str, checkpoint: str, partitions: int) -> None:
+    """One batch of a keyed count on the state store into ``noop``; raises if it fails."""
+    from pyspark.sql import functions as F
+
+    df = (session.readStream.format("rate-micro-batch")
+          .option("rowsPerBatch", ROWS_PER_SLOT * partitions)
+          .option("numPartitions", partitions).load())
+    counts = df.groupBy((F.col("value") % (ROWS_PER_SLOT * partitions)).alias("k")).count()
+    query = (counts.writeStream.queryName(name).format("noop").outputMode("update")
+             .option("checkpointLocation", checkpoint).trigger(once=True).start())
+    try:
+        if not query.awaitTermination(QUERY_TIMEOUT_SECONDS):  # type: ignore[arg-type]
+            raise TimeoutError(f"the stateful warm-up did not finish in "
+                               f"{QUERY_TIMEOUT_SECONDS:g} s")
+        error = query.exception()
+        if error is not None:
+            raise RuntimeError(f"the stateful warm-up failed: {first_line(error)}")
+    finally:
+        if query.isActive:
+            query.stop()
+
+
+def in_group(group: str) -> Callable[[dict[str, Any]], bool]:
+    """The jobs of a job group (the Python warm-up's)."""
+    return lambda job: job.get("jobGroup") == group
+
+
+def of_query(name: str) -> Callable[[dict[str, Any]], bool]:
+    """The jobs of a named streaming query (Spark puts the name in each job's description)."""
+    return lambda job: name in (job.get("description") or "")
+
+
+def executors_of(rest: Callable[[str], Any], job_filter: Callable[[dict[str, Any]], bool]
+                 ) -> set[str]:
+    """Executors that ran a task of the jobs ``job_filter`` picks (the driver's REST API)."""
+    out: set[str] = set()
+    for job in rest("jobs"):
+        if not job_filter(job):
+            continue
+        for stage in job.get("stageIds", []):
+            for attempt in rest(f"stages/{stage}") or []:
+                tasks = rest(f"stages/{stage}/{attempt.get('attemptId', 0)}/taskList"
+                             "?length=10000")
+                out |= {str(t["executorId"]) for t in tasks if t.get("executorId")}
+    return out
