@@ -66,6 +66,10 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("operators.driver.runner")
 
+WARM_WAIT_SHOWN = 0.05
+"""A restart's wait for a running warm-up shorter than this (s) is no wait (a lock taken
+uncontended), and not reported in its timings."""
+
 
 @dataclass
 class RunnerOptions:
@@ -285,7 +289,7 @@ class Actions:
             # on them): the warm-up their scale-out started is waited for, and those no warm-up
             # reached (Spark's replacements of lost executors) are warmed now.
             warmed = self.run.warm_executors()
-            if warmed is not None and warmed.asked:
+            if warmed is not None and (warmed.asked or warmed.waited_seconds > WARM_WAIT_SHOWN):
                 action.result["warmup"] = warmed.to_wire()
                 action.timings["warmed"] = time.monotonic() - t0
             down_from = time.monotonic()  # the job commits nothing from here to first_commit

@@ -309,15 +309,20 @@ class JobRunner:
         warming is off (``--no-warm-executors``)."""
         if not self.options.warm_executors or self.spark is None or self.pool is None:
             return None
+        asked = time.monotonic()
         with self._warm_lock:
+            waited = time.monotonic() - asked
             live = [e.id for e in self.pool.live()]
-            ids = [i for i in (live if ids is None else ids)
-                   if i in live and i not in self.pool.warmed]
+            if ids is None:  # a restart's: those no warm-up has tried (a failed one stays cold)
+                ids = [i for i in live if i not in self.pool.warm_tried]
+            ids = [i for i in ids if i in live and i not in self.pool.warmed]
             source = self.spec.source
             modules = adapter_for(source).worker_modules if source is not None else ()
             result = warmup.warm(self.spark, self.pool.rest, ids, self.spec.executors.cores,
                                  modules, self.spark.conf.get(PROVIDER_KEY, None))
+            result.waited_seconds = waited
             self.pool.warmed.update(result.warmed)
+            self.pool.warm_tried.update(result.asked)
             if result.asked:
                 self.last_warmup = result
             return result

@@ -177,6 +177,9 @@ class ExecutorPool:
         self.warmed: set[str] = set()
         """Executors that have run the job or its warm-up (:mod:`operators.query.warmup`):
         a start's executors (its first batch warms them) and those a warm-up reached."""
+        self.warm_tried: set[str] = set()
+        """Executors a warm-up was run for, whatever came of it: a restart warms only the
+        others (one that failed would fail again, and only costs time)."""
 
     # --- reading ----------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from operators.errors import first_line
+from operators.query.job import CHECKPOINT_MANAGER_KEY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,12 +51,18 @@ log = structlog.get_logger("operators.query.warmup")
 WARM_ROUNDS = 3
 """Rounds of both warm-ups at most: a round whose tasks all went to other executors (those
 busy with the running query's tasks are not idle, so rarely) is run again."""
-TASKS_PER_SLOT = 2
-"""Tasks of each warm-up per slot of the executors warmed: enough that every idle slot takes
-some before the busy ones free up."""
+TASKS_PER_SLOT = 4
+"""Tasks of each warm-up per slot of the executors warmed: enough that a slot busy with one of
+the query's tasks when the warm-up starts still finds some when it frees up."""
+PYTHON_TASK_SECONDS = 0.3
+"""Each Python warm-up task lasts at least this: an executor that is warm already (a free slot
+of the one that ran the job) cannot run them all before the new ones take theirs."""
 ROWS_PER_SLOT = 2_000
 """Rows of the stateful warm-up per slot: enough to generate and run the aggregation's code,
 little enough to cost well under a second."""
+REST_SETTLE_SECONDS = 10.0
+"""How long the driver's REST API may take to show a finished warm-up job as ended (its task
+ends are then all in): Spark's status store follows the listener bus, after the job returns."""
 QUERY_TIMEOUT_SECONDS = 60.0
 """The stateful warm-up's batch gives up after this (the warm-up is then reported failed)."""
 BASE_MODULES = ("pyspark.worker", "pyspark.sql.types", "pyarrow")
@@ -74,6 +81,10 @@ class WarmResult:
     """Executors that ran a task of the stateful warm-up."""
     rounds: int = 0
     seconds: float = 0.0
+    python_seconds: float = 0.0
+    stateful_seconds: float = 0.0
+    waited_seconds: float = 0.0
+    """Spent waiting for a warm-up already running (a scale-out's) before this one."""
     error: str | None = None
 
     @property
@@ -88,6 +99,11 @@ class WarmResult:
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"warmed": self.warmed, "rounds": self.rounds,
                                "seconds": round(self.seconds, 2)}
+        if self.python_seconds or self.stateful_seconds:
+            out["python_seconds"] = round(self.python_seconds, 2)
+            out["stateful_seconds"] = round(self.stateful_seconds, 2)
+        if round(self.waited_seconds, 2):
+            out["waited_seconds"] = round(self.waited_seconds, 2)
         if self.cold:
             out["cold"] = self.cold
         if self.error:
@@ -95,18 +111,24 @@ class WarmResult:
         return out
 
 
-def python_warmup(modules: tuple[str, ...]) -> Callable[[Iterable[int]], Iterable[int]]:
+def python_warmup(modules: tuple[str, ...], min_seconds: float = PYTHON_TASK_SECONDS
+                  ) -> Callable[[Iterable[int]], Iterable[int]]:
     """The Python warm-up task: import ``modules`` (a missing one is skipped: the job's own
-    workers would fail on it with their own error) in the executor's reused worker."""
+    workers would fail on it with their own error) in the executor's reused worker, and last
+    at least ``min_seconds``."""
 
     def task(rows: Iterable[int]) -> Iterable[int]:
         import contextlib
         import importlib
+        import time as clock
 
+        start = clock.monotonic()
         for name in modules:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
-        return [sum(1 for _ in rows)]
+        count = sum(1 for _ in rows)
+        clock.sleep(max(0.0, min_seconds - (clock.monotonic() - start)))
+        return [count]
 
     return task
 
@@ -131,6 +153,10 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
     warm_session.conf.set("spark.sql.shuffle.partitions", str(tasks))
     if state_provider:
         warm_session.conf.set("spark.sql.streaming.stateStore.providerClass", state_provider)
+    # the throwaway checkpoint is a local directory: the object stores' checkpoint file manager
+    # (an s3a:// job's, in the session's settings) refuses a file system without abortable
+    # streams
+    warm_session.conf.unset(CHECKPOINT_MANAGER_KEY)
     sc = spark.sparkContext
     task = python_warmup(tuple(dict.fromkeys((*BASE_MODULES, *modules))))
     try:
@@ -143,16 +169,20 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
                 break
             result.rounds = round_
             if not set(executor_ids) <= result.python:
+                part = time.monotonic()
                 sc.setJobGroup(f"{group}-{round_}", "stream-autoscaler: executors warmed")
                 try:
                     sc.parallelize(range(tasks * 10), tasks).mapPartitions(task).collect()
                 finally:
                     sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
                 result.python |= executors_of(rest, in_group(f"{group}-{round_}"))
+                result.python_seconds += time.monotonic() - part
             if not set(executor_ids) <= result.stateful:
+                part = time.monotonic()
                 name = f"{group}-state-{round_}"
                 run_stateful(warm_session, name, f"{work}/checkpoint", tasks)
                 result.stateful |= executors_of(rest, of_query(name))
+                result.stateful_seconds += time.monotonic() - part
             if not result.cold:
                 break
     except Exception as e:  # a warm-up only saves time: the action goes on, cold
@@ -197,13 +227,20 @@ def of_query(name: str) -> Callable[[dict[str, Any]], bool]:
     return lambda job: name in (job.get("description") or "")
 
 
-def executors_of(rest: Callable[[str], Any], job_filter: Callable[[dict[str, Any]], bool]
-                 ) -> set[str]:
-    """Executors that ran a task of the jobs ``job_filter`` picks (the driver's REST API)."""
+def executors_of(rest: Callable[[str], Any], job_filter: Callable[[dict[str, Any]], bool],
+                 settle_seconds: float = REST_SETTLE_SECONDS) -> set[str]:
+    """Executors that ran a task of the jobs ``job_filter`` picks (the driver's REST API), once
+    the API shows each of them ended (or after ``settle_seconds``, with what it shows then): a
+    job that has returned may still be running there, some of its tasks not yet listed."""
+    deadline = time.monotonic() + settle_seconds
+    while True:
+        jobs = [job for job in rest("jobs") if job_filter(job)]
+        if (jobs and all(job.get("status") not in ("RUNNING", "UNKNOWN") for job in jobs)) or (
+                time.monotonic() >= deadline):
+            break
+        time.sleep(0.2)
     out: set[str] = set()
-    for job in rest("jobs"):
-        if not job_filter(job):
-            continue
+    for job in jobs:
         for stage in job.get("stageIds", []):
             for attempt in rest(f"stages/{stage}") or []:
                 tasks = rest(f"stages/{stage}/{attempt.get('attemptId', 0)}/taskList"

@@ -4,15 +4,18 @@ tests/integration/spark_runtime/test_runner.py (the scale-out's new executors wa
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from operators.query.warmup import WarmResult, executors_of, in_group, of_query, python_warmup
 
 JOBS = [
-    {"jobId": 1, "jobGroup": "g-1", "description": None, "stageIds": [3]},
+    {"jobId": 1, "jobGroup": "g-1", "description": None, "stageIds": [3],
+     "status": "SUCCEEDED"},
     {"jobId": 2, "jobGroup": None, "description": "q-state-1\nid = x\nrunId = y\nbatch = 0",
-     "stageIds": [4, 5]},
-    {"jobId": 3, "jobGroup": None, "description": "the job's own batch = 7", "stageIds": [6]},
+     "stageIds": [4, 5], "status": "SUCCEEDED"},
+    {"jobId": 3, "jobGroup": None, "description": "the job's own batch = 7", "stageIds": [6],
+     "status": "RUNNING"},
 ]
 TASKS = {3: ["2", "3"], 4: ["3"], 5: ["4", "4"], 6: ["1"]}
 
@@ -30,7 +33,18 @@ def fake_rest(path: str) -> Any:
 def test_the_executors_of_a_job_group_and_of_a_named_query() -> None:
     assert executors_of(fake_rest, in_group("g-1")) == {"2", "3"}
     assert executors_of(fake_rest, of_query("q-state-1")) == {"3", "4"}
-    assert executors_of(fake_rest, in_group("nope")) == set()
+    assert executors_of(fake_rest, in_group("nope"), settle_seconds=0.0) == set()
+
+
+def test_a_job_still_running_in_the_rest_view_is_waited_for() -> None:
+    views = iter([[{**JOBS[0], "status": "RUNNING", "stageIds": []}], JOBS])
+
+    def lagging(path: str) -> Any:
+        return next(views) if path == "jobs" else fake_rest(path)
+
+    assert executors_of(lagging, in_group("g-1"), settle_seconds=5.0) == {"2", "3"}
+    # one that never ends there is read as it stands once the wait is over
+    assert executors_of(fake_rest, of_query("the job's own"), settle_seconds=0.0) == {"1"}
 
 
 def test_an_executor_is_warm_only_once_it_ran_both_warm_ups() -> None:
@@ -44,5 +58,7 @@ def test_an_executor_is_warm_only_once_it_ran_both_warm_ups() -> None:
 
 
 def test_the_python_task_imports_what_it_can_and_counts_its_rows() -> None:
-    task = python_warmup(("json", "no_such_module_for_the_warmup"))
+    task = python_warmup(("json", "no_such_module_for_the_warmup"), min_seconds=0.05)
+    start = time.monotonic()
     assert list(task(iter(range(7)))) == [7]
+    assert time.monotonic() - start >= 0.05
