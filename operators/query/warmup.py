@@ -25,7 +25,8 @@ executors take tasks first, so both run again, at most :data:`WARM_ROUNDS` times
 executor asked for has run tasks of each (read from the driver's REST API by job group or
 query name). What no warm-up reaches is said in the result: an executor still cold after the
 rounds, or a warm-up that failed (a warm-up never fails the action: it only saves time).
-(tests/integration/spark_runtime/test_warmup.py)
+(tests/unit/operators/query/test_warmup.py; on real Spark,
+tests/integration/spark_runtime/test_runner.py::test_scale_and_repartition_through_the_endpoint)
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ REST_SETTLE_SECONDS = 10.0
 ends are then all in): Spark's status store follows the listener bus, after the job returns."""
 QUERY_TIMEOUT_SECONDS = 60.0
 """The stateful warm-up's batch gives up after this (the warm-up is then reported failed)."""
+JOB_GROUP_PROPERTIES = ("spark.jobGroup.id", "spark.job.description",
+                        "spark.job.interruptOnCancel")
+"""What ``setJobGroup`` sets on the calling thread, cleared after the Python warm-up."""
 BASE_MODULES = ("pyspark.worker", "pyspark.sql.types", "pyarrow")
 """What every job's Python workers import: PySpark's worker and Arrow (the Python data sources
 hand their rows over as Arrow batches)."""
@@ -149,17 +153,17 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
     tasks = max(1, TASKS_PER_SLOT * cores * len(executor_ids))
     group = f"stream-autoscaler-warmup-{uuid.uuid4().hex[:8]}"
     work = tempfile.mkdtemp(prefix="stream-autoscaler-warmup-")
-    warm_session = spark.newSession()
-    warm_session.conf.set("spark.sql.shuffle.partitions", str(tasks))
-    if state_provider:
-        warm_session.conf.set("spark.sql.streaming.stateStore.providerClass", state_provider)
-    # the throwaway checkpoint is a local directory: the object stores' checkpoint file manager
-    # (an s3a:// job's, in the session's settings) refuses a file system without abortable
-    # streams
-    warm_session.conf.unset(CHECKPOINT_MANAGER_KEY)
     sc = spark.sparkContext
     task = python_warmup(tuple(dict.fromkeys((*BASE_MODULES, *modules))))
     try:
+        warm_session = spark.newSession()
+        warm_session.conf.set("spark.sql.shuffle.partitions", str(tasks))
+        if state_provider:
+            warm_session.conf.set("spark.sql.streaming.stateStore.providerClass", state_provider)
+        # the throwaway checkpoint is a local directory: the object stores' checkpoint file
+        # manager (an s3a:// job's, in the session's settings) refuses a file system without
+        # abortable streams
+        warm_session.conf.unset(CHECKPOINT_MANAGER_KEY)
         for round_ in range(1, WARM_ROUNDS + 1):
             live = {str(e["id"]) for e in rest("executors") if e.get("isActive", True)}
             gone = [e for e in executor_ids if e not in live]
@@ -173,8 +177,9 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
                 sc.setJobGroup(f"{group}-{round_}", "stream-autoscaler: executors warmed")
                 try:
                     sc.parallelize(range(tasks * 10), tasks).mapPartitions(task).collect()
-                finally:
-                    sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+                finally:  # the thread's later jobs (a repartition's) are not the warm-up's
+                    for key in JOB_GROUP_PROPERTIES:
+                        sc.setLocalProperty(key, None)  # type: ignore[arg-type]
                 result.python |= executors_of(rest, in_group(f"{group}-{round_}"))
                 result.python_seconds += time.monotonic() - part
             if not set(executor_ids) <= result.stateful:

@@ -378,10 +378,14 @@ def test_a_module_function_returns_a_dataframe_a_writer_or_a_query(
                                     "spec": spec})
     query = ApplicationStarter(job).start(local_spark)
     try:
-        query.processAllAvailable()
+        # a batch committed to the job's checkpoint (processAllAvailable would wait for a rate
+        # source to run dry, which it never does once its batches outlast a second)
+        deadline = time.monotonic() + 120
+        while state.inspect(str(tmp_path / "cp")).last_committed_batch is None:
+            assert query.isActive, query.exception()
+            assert time.monotonic() < deadline, "the query did not write the job's checkpoint"
+            time.sleep(0.25)
         assert query.isActive and query.name == "fn-job"
-        assert state.inspect(str(tmp_path / "cp")).last_committed_batch is not None, \
-            "the query did not write the job's checkpoint"
     finally:
         query.stop()
 
