@@ -66,6 +66,10 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("operators.driver.runner")
 
+RESTART_WARM_SECONDS = 30.0
+"""A restart waits at most this (s) for its executors' warm-up, a running one included: past it
+the restart goes on with those still cold (a warm-up only saves time; on a loaded node it can
+take minutes)."""
 WARM_WAIT_SHOWN = 0.05
 """A restart's wait for a running warm-up shorter than this (s) is no wait (a lock taken
 uncontended), and not reported in its timings."""
@@ -136,7 +140,8 @@ class RunnerHandle(Protocol):
     def start_query(self) -> None: ...
     def committed(self) -> int: ...
     def wait_commit_after(self, batch: int) -> None: ...
-    def warm_executors(self, ids: list[str] | None = None) -> WarmResult | None: ...
+    def warm_executors(self, ids: list[str] | None = None, budget: float | None = None
+                       ) -> WarmResult | None: ...
     def warm_in_background(self, ids: list[str]) -> None: ...
 
 
@@ -287,9 +292,11 @@ class Actions:
         try:
             # Executors that joined in place are warmed before the stop (the first batch runs
             # on them): the warm-up their scale-out started is waited for, and those no warm-up
-            # reached (Spark's replacements of lost executors) are warmed now.
-            warmed = self.run.warm_executors()
-            if warmed is not None and (warmed.asked or warmed.waited_seconds > WARM_WAIT_SHOWN):
+            # reached (Spark's replacements of lost executors) are warmed now, all within
+            # RESTART_WARM_SECONDS.
+            warmed = self.run.warm_executors(budget=RESTART_WARM_SECONDS)
+            if warmed is not None and (warmed.asked or warmed.error
+                                       or warmed.waited_seconds > WARM_WAIT_SHOWN):
                 action.result["warmup"] = warmed.to_wire()
                 action.timings["warmed"] = time.monotonic() - t0
             down_from = time.monotonic()  # the job commits nothing from here to first_commit

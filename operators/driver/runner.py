@@ -302,15 +302,22 @@ class JobRunner:
         self.query_id = str(self.query.id)
         self.file_sink = state.file_sink_path(self.query)  # a repartition logs its batch there
 
-    def warm_executors(self, ids: list[str] | None = None) -> warmup.WarmResult | None:
+    def warm_executors(self, ids: list[str] | None = None, budget: float | None = None
+                       ) -> warmup.WarmResult | None:
         """Warm ``ids`` (default: every live executor not yet warm) while the query runs, so a
         restart's first batch does not start their Python workers, state store and code
-        (:mod:`operators.query.warmup`); waits for a warm-up already running first. None when
-        warming is off (``--no-warm-executors``)."""
+        (:mod:`operators.query.warmup`); waits for a warm-up already running first. ``budget``
+        (seconds) bounds the whole, waiting included (a restart's: it goes on with what is cold
+        then; a warm-up still running goes on beside it). None when warming is off
+        (``--no-warm-executors``)."""
         if not self.options.warm_executors or self.spark is None or self.pool is None:
             return None
         asked = time.monotonic()
-        with self._warm_lock:
+        deadline = None if budget is None else asked + budget
+        if not self._warm_lock.acquire(timeout=-1 if budget is None else budget):
+            return warmup.WarmResult(asked=[], waited_seconds=time.monotonic() - asked,
+                                     error="a warm-up still ran after the restart's budget")
+        try:
             waited = time.monotonic() - asked
             live = [e.id for e in self.pool.live()]
             if ids is None:  # a restart's: those no warm-up has tried (a failed one stays cold)
@@ -319,13 +326,15 @@ class JobRunner:
             source = self.spec.source
             modules = adapter_for(source).worker_modules if source is not None else ()
             result = warmup.warm(self.spark, self.pool.rest, ids, self.spec.executors.cores,
-                                 modules, self.spark.conf.get(PROVIDER_KEY, None))
+                                 modules, self.spark.conf.get(PROVIDER_KEY, None), deadline)
             result.waited_seconds = waited
             self.pool.warmed.update(result.warmed)
             self.pool.warm_tried.update(result.asked)
             if result.asked:
                 self.last_warmup = result
             return result
+        finally:
+            self._warm_lock.release()
 
     def warm_in_background(self, ids: list[str]) -> None:
         """Start warming ``ids`` (executors that just joined) beside the query: the scale-out

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -138,16 +139,21 @@ def python_warmup(modules: tuple[str, ...], min_seconds: float = PYTHON_TASK_SEC
 
 
 def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str],
-         cores: int, modules: tuple[str, ...] = (), state_provider: str | None = None
-         ) -> WarmResult:
+         cores: int, modules: tuple[str, ...] = (), state_provider: str | None = None,
+         deadline: float | None = None) -> WarmResult:
     """Warm ``executor_ids`` (live executors of ``spark``) with the Python and the stateful
     warm-up, each repeated until every one of them has run its tasks; never raises.
 
     ``rest`` reads the driver's REST API (``ExecutorPool.rest``), ``cores`` is each executor's
     slots, ``modules`` the job's own Python modules (its source's), ``state_provider`` the
-    state store class the job uses (None: the session's)."""
+    state store class the job uses (None: the session's). ``deadline`` (``time.monotonic()``)
+    bounds a warm-up a restart waits for: no part starts after it, the stateful batch gives up
+    at it, and what stayed cold is said (tests/unit/operators/query/test_warmup.py)."""
     result = WarmResult(asked=list(executor_ids))
     if not executor_ids:
+        return result
+    if deadline is not None and time.monotonic() >= deadline:
+        result.error = "no time left before the restart"
         return result
     start = time.monotonic()
     tasks = max(1, TASKS_PER_SLOT * cores * len(executor_ids))
@@ -165,6 +171,9 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
         # abortable streams
         warm_session.conf.unset(CHECKPOINT_MANAGER_KEY)
         for round_ in range(1, WARM_ROUNDS + 1):
+            if out_of_time(deadline):
+                result.error = "out of time before the restart"
+                break
             live = {str(e["id"]) for e in rest("executors") if e.get("isActive", True)}
             gone = [e for e in executor_ids if e not in live]
             if gone:  # killed since (a scale-in): nothing to warm there
@@ -174,19 +183,34 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
             result.rounds = round_
             if not set(executor_ids) <= result.python:
                 part = time.monotonic()
-                sc.setJobGroup(f"{group}-{round_}", "stream-autoscaler: executors warmed")
+                sc.setJobGroup(f"{group}-{round_}", "stream-autoscaler: executors warmed",
+                               interruptOnCancel=True)
+                # past the deadline the job is cancelled (its collect then raises: said below)
+                cancel = None if deadline is None else threading.Timer(
+                    max(0.0, deadline - part), sc.cancelJobGroup, args=(f"{group}-{round_}",))
+                if cancel is not None:
+                    cancel.daemon = True
+                    cancel.start()
                 try:
                     sc.parallelize(range(tasks * 10), tasks).mapPartitions(task).collect()
                 finally:  # the thread's later jobs (a repartition's) are not the warm-up's
+                    if cancel is not None:
+                        cancel.cancel()
                     for key in JOB_GROUP_PROPERTIES:
                         sc.setLocalProperty(key, None)  # type: ignore[arg-type]
-                result.python |= executors_of(rest, in_group(f"{group}-{round_}"))
+                result.python |= executors_of(rest, in_group(f"{group}-{round_}"),
+                                              settle_for(deadline))
                 result.python_seconds += time.monotonic() - part
             if not set(executor_ids) <= result.stateful:
+                if out_of_time(deadline):
+                    result.error = "out of time before the restart"
+                    break
                 part = time.monotonic()
                 name = f"{group}-state-{round_}"
-                run_stateful(warm_session, name, f"{work}/checkpoint", tasks)
-                result.stateful |= executors_of(rest, of_query(name))
+                timeout = QUERY_TIMEOUT_SECONDS if deadline is None else max(
+                    1.0, min(QUERY_TIMEOUT_SECONDS, deadline - part))
+                run_stateful(warm_session, name, f"{work}/checkpoint", tasks, timeout)
+                result.stateful |= executors_of(rest, of_query(name), settle_for(deadline))
                 result.stateful_seconds += time.monotonic() - part
             if not result.cold:
                 break
@@ -200,8 +224,21 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
     return result
 
 
-def run_stateful(session: SparkSession, name: str, checkpoint: str, partitions: int) -> None:
-    """One batch of a keyed count on the state store into ``noop``; raises if it fails."""
+def out_of_time(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def settle_for(deadline: float | None) -> float:
+    """The REST view's settle wait, within ``deadline``."""
+    if deadline is None:
+        return REST_SETTLE_SECONDS
+    return max(0.0, min(REST_SETTLE_SECONDS, deadline - time.monotonic()))
+
+
+def run_stateful(session: SparkSession, name: str, checkpoint: str, partitions: int,
+                 timeout: float = QUERY_TIMEOUT_SECONDS) -> None:
+    """One batch of a keyed count on the state store into ``noop``; raises if it fails or
+    outlasts ``timeout`` seconds."""
     from pyspark.sql import functions as F
 
     df = (session.readStream.format("rate-micro-batch")
@@ -211,9 +248,8 @@ def run_stateful(session: SparkSession, name: str, checkpoint: str, partitions: 
     query = (counts.writeStream.queryName(name).format("noop").outputMode("update")
              .option("checkpointLocation", checkpoint).trigger(once=True).start())
     try:
-        if not query.awaitTermination(QUERY_TIMEOUT_SECONDS):  # type: ignore[arg-type]
-            raise TimeoutError(f"the stateful warm-up did not finish in "
-                               f"{QUERY_TIMEOUT_SECONDS:g} s")
+        if not query.awaitTermination(timeout):  # type: ignore[arg-type]
+            raise TimeoutError(f"the stateful warm-up did not finish in {timeout:g} s")
         error = query.exception()
         if error is not None:
             raise RuntimeError(f"the stateful warm-up failed: {first_line(error)}")

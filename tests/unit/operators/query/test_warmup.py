@@ -7,7 +7,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from operators.query.warmup import WarmResult, executors_of, in_group, of_query, python_warmup
+from operators.query.warmup import (
+    WarmResult,
+    executors_of,
+    in_group,
+    of_query,
+    python_warmup,
+    settle_for,
+    warm,
+)
 
 JOBS = [
     {"jobId": 1, "jobGroup": "g-1", "description": None, "stageIds": [3],
@@ -62,3 +70,11 @@ def test_the_python_task_imports_what_it_can_and_counts_its_rows() -> None:
     start = time.monotonic()
     assert list(task(iter(range(7)))) == [7]
     assert time.monotonic() - start >= 0.05
+
+
+def test_a_warm_up_past_its_deadline_touches_nothing_and_says_so() -> None:
+    # a restart's budget spent waiting: no Spark call (spark=None would raise), all cold
+    r = warm(None, fake_rest, ["3", "4"], 1, deadline=time.monotonic() - 1.0)  # type: ignore[arg-type]
+    assert r.cold == ["3", "4"] and r.rounds == 0 and r.error == "no time left before the restart"
+    assert settle_for(time.monotonic() - 1.0) == 0.0
+    assert 0.0 < settle_for(time.monotonic() + 2.0) <= 2.0
