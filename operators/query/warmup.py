@@ -70,6 +70,8 @@ QUERY_TIMEOUT_SECONDS = 60.0
 JOB_GROUP_PROPERTIES = ("spark.jobGroup.id", "spark.job.description",
                         "spark.job.interruptOnCancel")
 """What ``setJobGroup`` sets on the calling thread, cleared after the Python warm-up."""
+OUT_OF_TIME = "out of time before the restart"
+"""The error of a warm-up its deadline (a restart's budget) cut short."""
 BASE_MODULES = ("pyspark.worker", "pyspark.sql.types", "pyarrow")
 """What every job's Python workers import: PySpark's worker and Arrow (the Python data sources
 hand their rows over as Arrow batches)."""
@@ -152,7 +154,7 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
     result = WarmResult(asked=list(executor_ids))
     if not executor_ids:
         return result
-    if deadline is not None and time.monotonic() >= deadline:
+    if out_of_time(deadline):
         result.error = "no time left before the restart"
         return result
     start = time.monotonic()
@@ -172,7 +174,7 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
         warm_session.conf.unset(CHECKPOINT_MANAGER_KEY)
         for round_ in range(1, WARM_ROUNDS + 1):
             if out_of_time(deadline):
-                result.error = "out of time before the restart"
+                result.error = OUT_OF_TIME
                 break
             live = {str(e["id"]) for e in rest("executors") if e.get("isActive", True)}
             gone = [e for e in executor_ids if e not in live]
@@ -203,7 +205,7 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
                 result.python_seconds += time.monotonic() - part
             if not set(executor_ids) <= result.stateful:
                 if out_of_time(deadline):
-                    result.error = "out of time before the restart"
+                    result.error = OUT_OF_TIME
                     break
                 part = time.monotonic()
                 name = f"{group}-state-{round_}"
@@ -225,6 +227,7 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
 
 
 def out_of_time(deadline: float | None) -> bool:
+    """Whether ``deadline`` (``time.monotonic()``; None: none) has passed."""
     return deadline is not None and time.monotonic() >= deadline
 
 
