@@ -38,9 +38,10 @@ FIRST_SIM=(tests/unit/simulator/test_oracle_plus.py) # beside the rest of FIRST 
 # Lane order matters inside a lane and in phase 3: a JVM started in the pytest process keeps its
 # classpath, and the Kafka tier needs the connector jars on it, so it runs first, before any
 # in-process Spark. The kind tier (its own cluster, started in the background at the lane's start:
-# tests/integration/kind/cluster.py) runs last in the Spark lane, once the test bed's lane has
-# ended or is in its light tiers: its burst with four failures beside the node tier's pods ran
-# past its bounds (docs/benchmark.md, suite time). The metrics, pipelines and report tiers ride
+# tests/integration/kind/cluster.py) runs last in the Spark lane and starts its tests once the test
+# bed's lane has ended its node tier (tests/lanes.py): its burst with four failures beside the
+# node tier's pods ran past its bounds, and so did their recoveries (docs/benchmark.md, suite
+# time). The metrics, pipelines and report tiers ride
 # with the test bed (the S3 tier's runners are subprocesses; the metrics tier has no Spark).
 LANE_A=(tests/integration/k8s tests/integration/node tests/integration/s3 tests/integration/metrics
   tests/integration/spark_pipelines tests/integration/report)
@@ -94,6 +95,8 @@ lane() { # name, pytest args...: one pytest in the background, its lines prefixe
     # the test bed's lane leaves the bed (and the broker) up for phase 3; release_unused stops
     # them at the end
     [[ $name == testbed ]] && export TESTBED_KEEP=1
+    # the lanes' pod stories take turns: the kind tier waits for the node tier (tests/lanes.py)
+    export TEST_NODE_TIER_DONE="$lane_logs/node-tier-done"
     set -o pipefail
     phase "$name" "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$lane_logs/$name"
   ) &

@@ -1,6 +1,7 @@
 """Suite-wide: a machine-speed probe before the first test, and each tier's wall time, the
 machine's CPU time over it and its budget, and the CPU by process kind over the run, printed at
-the end of every run (tests/timing.py).
+the end of every run (tests/timing.py); the end of the node tier said to the other lane
+(tests/lanes.py).
 """
 
 from __future__ import annotations
@@ -11,17 +12,34 @@ from collections.abc import Callable, Generator
 
 import pytest
 
+from tests import lanes
 from tests.timing import ProcessCpu, TierClock, machine_busy_seconds, probe_seconds, tier_of
 
 _CLOCK = TierClock()
 _PROCESSES = ProcessCpu()
 _stop_sampling: Callable[[], None] | None = None
+_last_node_test: str | None = None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     global _stop_sampling
     if _PROCESSES.proc.is_dir():
         _stop_sampling = _PROCESSES.run_in_background()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    global _last_node_test
+    _last_node_test = lanes.last_node_test([item.nodeid for item in session.items])
+
+
+def pytest_runtest_logfinish(nodeid: str) -> None:
+    if nodeid == _last_node_test:
+        lanes.say_node_tier_done()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _last_node_test is not None:  # stopped early (-x, a crash of a fixture): done all the same
+        lanes.say_node_tier_done()
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -44,6 +44,7 @@ from typing import Any
 import pytest
 
 from app.kind_burst_watch import Kubectl
+from tests import lanes
 from tests.integration.kind.cluster import CLUSTER, TIER
 from tests.realcomponents import REPO, unavailable
 
@@ -62,6 +63,7 @@ def kind() -> Iterator[Kind]:
     when other tiers run first in this session), deleted at the end of the module."""
     if os.geteuid() != 0:
         unavailable("kind needs root here (dockerd and debootstrap for its node image)")
+    lanes.wait_for_node_tier()  # the pod stories take turns (tests/lanes.py)
     rc, out = TIER.wait()
     print(out[-3000:])
     try:

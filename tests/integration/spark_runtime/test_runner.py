@@ -354,15 +354,17 @@ def test_a_job_started_into_a_burst_reports_its_arrival_before_its_first_batch_c
     start_runner, tmp_path
 ):
     """6,000 records/s into one executor core at 1 ms a record: the first batch (the arrivals
-    since the run started, ~25,000) runs for about half a minute and nothing commits
+    since the run started, capped at 15,000 records) runs for at least 15 s and nothing commits
     meanwhile. The runner asks the burst source's clock while it runs, so /status and /metrics
-    carry the arrival rate long before that batch ends."""
+    carry the arrival rate long before that batch ends. (The cap bounds the batch the stop
+    drains: uncapped, it holds every record since the clock started, which grows with the
+    runner's start-up; on a loaded host, past the stop's two minutes.)"""
     job = write_job(tmp_path / "job", rate=6000)
     doc = yaml.safe_load(job.read_text())
     doc["spec"]["pipeline"].insert(0, {"type": "filter", "name": "slow",
                                        "condition": slow_row(1)})
     job.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    r = start_runner(["--job", str(job)], max_executors=1)
+    r = start_runner(["--job", str(job), "--max-records-per-batch", "15000"], max_executors=1)
     seen = None
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline and seen is None:
