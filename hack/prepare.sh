@@ -4,7 +4,7 @@
 #   lane 2 (network and disk)   make setup (venv, Java, Prometheus), node-deps, browser, and the
 #                               image (root only: dockerd + debootstrap; the node tier imports it);
 #                               once the venv is there, the lanes' JVM class archive beside them
-#                               (hack/jvm-archive/build.sh: one Spark query, ~30 s once per venv)
+#                               (hack/jvm-archive/build.sh: one Spark query, ~60 s once per machine)
 # On a cold machine the Kubernetes compile is the longest step and uses both cores; the other
 # lane mostly waits on downloads, so running it beside the compile costs little and saves its
 # whole time. Lane 2 is sequential because its steps share apt's lock. Warm, every step only

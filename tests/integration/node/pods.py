@@ -213,6 +213,13 @@ EXECUTORS = {"initial": 1, "cores": 1, "memory": "512m", "cpu": "400m", "cpuLimi
 the limit is the CFS quota that makes each executor a measurable slice."""
 
 
+RECOVERY_FIRST_BATCH_SECONDS = 600
+"""New driver pod running -> its first batch, at most. The new driver's session, a repartition at
+start when the recovery adds state partitions (on S3: counted, rewritten, verified) and the first
+batch, all in CPU-limited pods while the Spark lane saturates the other core: 110 s alone, 203 s
+and over 300 s beside the lane on slow days (docs/benchmark.md, the suite)."""
+
+
 def kill_driver_and_recover(story: Story, figures: dict[str, Any]) -> RunnerStatus:
     """``kubectl delete pod <driver> --grace-period=1``, then `RecoverFromFailure`, a new
     driver pod and a batch after ``resumedFromBatch``, resumed no earlier than the batch the
@@ -250,7 +257,8 @@ def kill_driver_and_recover(story: Story, figures: dict[str, Any]) -> RunnerStat
     after: RunnerStatus = story.wait("the first batch after recovery", lambda: (
         lambda r: r if r.last_committed_batch is not None
         and r.resumed_from_batch is not None
-        and r.last_committed_batch > r.resumed_from_batch else None)(runner_status(story)), 300)
+        and r.last_committed_batch > r.resumed_from_batch else None)(runner_status(story)),
+        RECOVERY_FIRST_BATCH_SECONDS)
     figures["driver_kill_to_first_batch_s"] = round(time.monotonic() - killed_at, 1)
     assert after.resumed_from_batch is not None
     assert after.resumed_from_batch >= (before.last_committed_batch or 0) - 1, (
