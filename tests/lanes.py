@@ -3,10 +3,10 @@ until the test bed lane's node tier has ended.
 
 Both run real pods under CPU limits on the same two cores (the node tier's stories on the test
 bed's node, the kind tier's burst on three kind nodes), and each judges time: a batch after a
-recovery, a trace played and caught up. Beside each other they starve each other past their
-bounds (docs/benchmark.md, the suite: a script story's recovery over 300 s, a kind burst not
-caught up in 1,200 s, each on a day its lane ran late). Lane order alone cannot keep them apart:
-which lane reaches its pod story first depends on the day. So the test bed lane says when its
+recovery, a trace played and caught up. The kind burst beside the node tier's pods ran past its
+1,200 s bound (docs/benchmark.md, "A layout that did not hold"); lane order alone kept them
+apart only while each lane ran at its usual pace, and which lane reaches its pods first depends
+on the day. So the test bed lane says when its
 node tier is done (a file, named by ``$TEST_NODE_TIER_DONE``, written by hack/test.sh's lanes),
 and the kind tier waits for that file before its first test.
 
