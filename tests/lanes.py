@@ -6,9 +6,9 @@ bed's node, the kind tier's burst on three kind nodes), and each judges time: a 
 recovery, a trace played and caught up. The kind burst beside the node tier's pods ran past its
 1,200 s bound (docs/benchmark.md, "A layout that did not hold"); lane order alone kept them
 apart only while each lane ran at its usual pace, and which lane reaches its pods first depends
-on the day. So the test bed lane says when its
-node tier is done (a file, named by ``$TEST_NODE_TIER_DONE``, written by hack/test.sh's lanes),
-and the kind tier waits for that file before its first test.
+on the day. So the test bed lane says when its node tier is done (it writes the file that
+``$TEST_NODE_TIER_DONE`` names, which hack/test.sh sets for its lanes), and the kind tier waits
+for that file before its first test.
 
 Outside hack/test.sh's lanes (the variable unset: one tier alone, the serial mode) nobody waits.
 tests/unit/test_lanes.py holds the hand-over; tests/conftest.py says it, the kind fixture waits.
