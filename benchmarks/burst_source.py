@@ -66,8 +66,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from contracts.streamjob import BurstSource
-    from operators.sources import register
-    from operators.sources.burst import burst_options
+    from operators.sources.burst import burst_options, register
 
     spark = _session(args.master)
     register(spark)

@@ -69,7 +69,7 @@ class VerificationResult:
 
 
 def _batch_reader(spark: SparkSession, progress: CommittedProgress) -> ReadSource:
-    from operators.sources import adapter_for
+    from operators.sources.registry import adapter_for
 
     def read(source: Source, stream: str) -> DataFrame:
         return adapter_for(source).committed_dataframe(spark, source, stream, progress)

@@ -50,9 +50,9 @@ from operators.query.application import starter_for
 from operators.query.job import PROVIDER_KEY
 from operators.query.session import ExecutorPool, SessionOptions, create_session
 from operators.query.sinks import forget_unfinished_batch
-from operators.sources import adapter_for
 from operators.sources.backlog import backlog_from_progress
 from operators.sources.base import SourceBacklog
+from operators.sources.registry import adapter_for
 from operators.state.inflight import batch_in_flight
 from operators.steps import timed
 

@@ -126,7 +126,7 @@ class PipelineStarter:
     def start(self, spark: SparkSession, *, once: bool = False,
               max_records_per_batch: int | None = None) -> StreamingQuery:
         from operators.query.job import build_query
-        from operators.sources import capped
+        from operators.sources.registry import capped
 
         spec = self.job.spec
         if max_records_per_batch is not None and spec.source is not None:

@@ -160,7 +160,7 @@ def cap_reader(reader: Any, fmt: str | None, cap: int, load_options: dict[str, A
     script's own (an ``option()`` before, or a ``load()`` keyword); a file format's in files
     (:func:`cap_file_reader`); a format with no such limit (rate, socket) is read as the script
     wrote it."""
-    from operators.sources import read_cap_option
+    from operators.sources.registry import read_cap_option
 
     name = read_cap_option(fmt)
     if name is None and (fmt or "").lower() in FILE_FORMATS:

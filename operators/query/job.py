@@ -95,7 +95,7 @@ def stateful_operators(spec: StreamJobSpec) -> list[str]:
 
 def source_partitions(spec: StreamJobSpec) -> int | None:
     """Read-stage partitions per batch of the main source, when the manifest fixes them."""
-    from operators.sources import source_partitions as _parts
+    from operators.sources.registry import source_partitions as _parts
 
     return _parts(spec.source) if spec.source is not None else None
 
@@ -196,7 +196,8 @@ def _key_columns(spec: StreamJobSpec, df: DataFrame) -> list[str]:
 
 
 def _stream_reader(spark: SparkSession, started: float) -> ReadSource:
-    from operators.sources import SourceError, source_dataframe
+    from operators.errors import SourceError
+    from operators.sources.registry import source_dataframe
 
     def read(source: Source, stream: str) -> DataFrame:
         where = "source" if stream == "main" else f"operator {stream.split(':', 1)[1]!r} (join)"

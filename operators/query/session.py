@@ -87,8 +87,8 @@ def session_conf(spec: StreamJobSpec, options: SessionOptions) -> dict[str, str]
 def kafka_jars_for(spec: StreamJobSpec) -> list[str]:
     """Spark's Kafka connector jars (local paths, cached by hack/tools/kafka/resolve.sh) when
     the job reads or writes Kafka; else []. Raises ValueError naming the missing jars."""
-    from operators.sources import uses_kafka
     from operators.sources.kafka import kafka_jars
+    from operators.sources.registry import uses_kafka
 
     if spec.application is not None:
         # The user's code may read or write Kafka; we cannot know before it runs. The

@@ -22,12 +22,16 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from contracts.streamjob import BurstSource
 from contracts.trace import Trace, TraceError, parse_trace
 from operators.errors import BurstSourceError
+
+if TYPE_CHECKING:  # the manifest model (pydantic) only in annotations: the executors' Python
+    # workers import this module and never build one (operators/sources/__init__.py)
+    from contracts.sources import BurstSource
 
 
 @dataclass(frozen=True)

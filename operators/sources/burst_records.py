@@ -13,13 +13,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from contracts.streamjob import BurstSource
 from operators.errors import BurstSourceError
 from operators.sources.burst_clock import BurstClock, read_trace_text, trace_clock
+
+if TYPE_CHECKING:  # the manifest model (pydantic) only in annotations: the executors' Python
+    # workers import this module and never build one (operators/sources/__init__.py)
+    from contracts.sources import BurstSource
 
 SCHEMA = "offset BIGINT, key STRING, value BIGINT, event_time TIMESTAMP"
 ARROW_SCHEMA = pa.schema(

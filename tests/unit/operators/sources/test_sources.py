@@ -1,5 +1,6 @@
-"""The source registry, the Kafka connector's pinned version, the error hierarchy, and the unit
-tier's promise: the sources' arithmetic imports without pyspark or pyarrow."""
+"""The source registry, the Kafka connector's pinned version, the error hierarchy, the unit
+tier's promise (the sources' arithmetic imports without pyspark or pyarrow) and the executors'
+(their Python workers import the burst reader without the driver's modules)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import pytest
 from contracts.streamjob import BurstSource, FileSource, KafkaSource, StreamJobSpec
 from operators import errors
 from operators.errors import OperatorsError, SourceError
-from operators.sources import ADAPTERS, adapter_for, source_partitions, uses_kafka
 from operators.sources.base import SourceAdapter
 from operators.sources.burst import BurstBacklogProbe
 from operators.sources.kafka import SPARK_KAFKA_VERSION, KafkaLagProbe
+from operators.sources.registry import ADAPTERS, adapter_for, source_partitions, uses_kafka
 
 ROOT = Path(__file__).resolve().parents[4]
 BURST = BurstSource(trace="/nonexistent/trace.csv", partitions=6)
@@ -144,6 +145,23 @@ def test_the_arithmetic_imports_without_pyspark_or_pyarrow() -> None:
     assert done.returncode == 0, done.stderr
 
 
+
+DRIVER_ONLY = ("pydantic", "structlog", "rich", "yaml", "contracts.streamjob", "contracts.sources",
+               "operators.sources.registry", "operators.sources.kafka", "operators.sources.files")
+"""What the driver imports and an executor's Python worker reading the burst source need not:
+the manifest models, the logger and its pretty printer, the other adapters (1.3 of the
+reader's 2.1 CPU-s of imports when the package's ``__init__`` pulled them in, docs/benchmark.md,
+a Python worker's start)."""
+
+
+def test_an_executors_python_worker_imports_the_reader_without_the_drivers_modules() -> None:
+    # the worker unpickles the reader, which imports its module (and so the package's __init__)
+    code = ("import sys, operators.sources.burst_datasource\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({DRIVER_ONLY!r})))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
 def _source_log(cp: Path, index: int, name: str, entries: list[tuple[str, int]]) -> None:
     """One file of Spark's file source log: a version line, then one JSON entry per file."""
     d = cp / "sources" / str(index)
@@ -196,7 +214,7 @@ class _Measured:
 def test_capped_turns_records_into_the_unit_the_source_limits(
     monkeypatch, source, per_unit, records, field, expected
 ) -> None:
-    import operators.sources as sources
+    import operators.sources.registry as sources
 
     models = {"burst": BURST, "burst-own-lower": BURST.model_copy(
         update={"max_records_per_batch": 900}), "files": FILES,
