@@ -52,6 +52,16 @@ or a burst's capacity that the band would otherwise keep for good (a 5x step hel
 the 16 executors its catch-up asked for, 45% busy: ``test_engine.py``, "a catch-up's surplus")."""
 
 
+def below(share: float, limit: float) -> str:
+    """``share`` against the ``limit`` it is under, as "14% (< 40%)": whole percents, or the
+    share's tenths, rounded down, where whole percents would print the two alike ("40% (< 40%)"
+    for 0.396 under 0.40; tests/unit/core/test_guards.py)."""
+    whole = f"{share:.0%}"
+    if share < limit and round(share * 100) >= round(limit * 100):
+        whole = f"{math.floor(share * 1000) / 1000:.1%}"
+    return f"{whole} (< {limit:.0%})"
+
+
 def band(
     x: Inputs, model: CapacityModel, d: Demand, plan: Plan, sizing: Sizing, diagnosis: Diagnosis
 ) -> Decision:
@@ -136,7 +146,7 @@ def band(
         cooling = cooldown(x, growing=False)
         if cooling is not None:
             return x.hold(Reason.COOLDOWN, cooling, diagnosis, sizing=sizing)
-        why = f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}) at {arrival:,.0f} records/s"
+        why = f"busy {below(util_arrival, pol.utilization.low)} at {arrival:,.0f} records/s"
         return scale_in(x, plan.layout.executors, n_cur, sizing, diagnosis, why)
     if (
         plan.layout.executors <= math.floor(n_cur * (1.0 - SURPLUS_SHARE))
@@ -157,7 +167,7 @@ def band(
         fewer = Layout(n_cur - 1, current.partitions, restart=False)
         return x.hold(
             Reason.WITHIN_BAND,
-            f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}), but {n_cur - 1} "
+            f"busy {below(util_arrival, pol.utilization.low)}, but {n_cur - 1} "
             f"executor(s) would be {model.utilization(required, fewer):.0%} busy (> target "
             f"{pol.utilization.target:.0%}): keeping {n_cur}",
             diagnosis,
@@ -166,7 +176,7 @@ def band(
     if util_arrival < pol.utilization.low and n_cur <= pol.executors.min:
         return x.hold(
             Reason.AT_MIN,
-            f"busy {util_arrival:.0%} (< {pol.utilization.low:.0%}) but already at "
+            f"busy {below(util_arrival, pol.utilization.low)} but already at "
             f"executors.min={pol.executors.min}",
             diagnosis,
             sizing=sizing,
