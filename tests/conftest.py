@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator
 import pytest
 
 from tests import lanes
-from tests.timing import ProcessCpu, TierClock, machine_busy_seconds, probe_seconds, tier_of
+from tests.timing import ProcessCpu, TierClock, machine_busy_seconds, session_probe, tier_of
 
 _CLOCK = TierClock()
 _PROCESSES = ProcessCpu()
@@ -43,7 +43,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return (f"machine: {os.cpu_count()} cores, speed probe {probe_seconds():.3f} s "
+    return (f"machine: {os.cpu_count()} cores, speed probe {session_probe():.3f} s "
             "(lower is faster; docs/benchmark.md gives the reference machine's)")
 
 

@@ -18,6 +18,7 @@ holds the arithmetic).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -100,6 +101,35 @@ def probe_seconds(loops: int = PROBE_LOOPS) -> float:
             acc += i & 7
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+
+REFERENCE_PROBE_SECONDS = 0.12
+"""The probe on the machine the stories' bounds were set on: the recorded green runs read
+0.085-0.165 s (docs/benchmark.md, the suite's own time)."""
+SLOW_BOUND_FACTOR_MAX = 3.0
+"""How far a wait's bound stretches on a slow machine, at most (the probe read 0.19-0.27 s on
+the slowest day recorded)."""
+
+
+@functools.cache
+def session_probe() -> float:
+    """The probe, measured once per pytest process (its header prints it)."""
+    return probe_seconds()
+
+
+def slow_factor(probe: float) -> float:
+    """How much slower than the reference machine a probe says this one is: at least 1 (a bound
+    never shortens), at most :data:`SLOW_BOUND_FACTOR_MAX`."""
+    return min(SLOW_BOUND_FACTOR_MAX, max(1.0, probe / REFERENCE_PROBE_SECONDS))
+
+
+def bound(seconds: float) -> float:
+    """A wait's bound on this machine: ``seconds``, as set on the reference machine, stretched by
+    :func:`slow_factor`. Only for a wait whose bound ends a test that would otherwise hang (a
+    backlog draining at whatever the machine's speed allows), never for a figure a test judges
+    (tests/unit/test_timing.py::test_a_bound_stretches_with_a_slow_machine_and_never_shrinks)."""
+    return seconds * slow_factor(session_probe())
 
 
 @dataclass

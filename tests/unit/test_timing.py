@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 
 from tests.timing import (
+    REFERENCE_PROBE_SECONDS,
+    SLOW_BOUND_FACTOR_MAX,
     SUITE_BUDGET_SECONDS,
     TIER_BUDGET_SECONDS,
     ProcessCpu,
     TierClock,
     machine_busy_seconds,
     process_label,
+    slow_factor,
     tier_of,
 )
 
@@ -120,3 +123,17 @@ def test_cpu_by_process_counts_from_the_first_read_or_birth_and_follows_an_exec(
     lines = sampler.lines(n=2)
     assert lines[1].split()[:3] == ["java", "SparkSubmit", "6.0"]
     assert lines[-1].startswith("1 other kinds"), lines
+
+
+@pytest.mark.parametrize(
+    ("probe", "factor"),
+    [
+        (0.06, 1.0),  # a faster machine: the bound as set, never shorter
+        (REFERENCE_PROBE_SECONDS, 1.0),
+        (0.18, 1.5),
+        (0.24, 2.0),
+        (1.2, SLOW_BOUND_FACTOR_MAX),  # a probe read under a load spike: bounded
+    ],
+)
+def test_a_bound_stretches_with_a_slow_machine_and_never_shrinks(probe, factor) -> None:
+    assert slow_factor(probe) == pytest.approx(factor)

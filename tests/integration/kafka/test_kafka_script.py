@@ -24,6 +24,7 @@ from operators.loadgen import LoadGenerator, burst_spec
 from tests.integration.kafka.conftest import topic_name, trace_file
 from tests.integration.kafka.windows import check_windows
 from tests.realcomponents import REPO
+from tests.timing import bound
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -34,6 +35,9 @@ LOAD_SECONDS = 300
 CAP = 4_000
 """The admission cap the repartition and the recovery set: above the 2,000 records/s steady
 load, below what piles up while the query is down (~10 s of it)."""
+# The waits' bounds stretch on a slow machine (tests.timing.bound): one executor drains the pile
+# at what the machine allows (capped batches of 2-8 s for a 1 s trigger where the probe read
+# 0.19-0.23 s, and the drain went past 240 s); what the story asserts does not depend on it.
 
 
 def _job(tmp: Path, bootstrap: str, topic: str) -> tuple[Path, Path, Path]:
@@ -98,7 +102,7 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
     try:
         runner.start()
         load.start()
-        st = _wait(runner, lambda s: (s.last_committed_batch or -1) >= 2, 120, "batches")
+        st = _wait(runner, lambda s: (s.last_committed_batch or -1) >= 2, bound(120), "batches")
         metrics = _scrape(runner)
         assert 'operator="aggregate"' in metrics, "the plan's aggregate is not named"
         # Kafka's offsets in the progress give the backlog, per partition, without our source.
@@ -125,20 +129,20 @@ def test_an_unmodified_kafka_script_scales_repartitions_and_recovers_exactly_onc
         runner.kill()
         t_kill = time.monotonic()
         runner.start(executors=1, max_records_per_batch=CAP)
-        st = _wait(runner, lambda s: (s.last_committed_batch or -1) > before + 1, 180,
+        st = _wait(runner, lambda s: (s.last_committed_batch or -1) > before + 1, bound(180),
                    "batches after the restart")
         assert st.max_records_per_batch == CAP
         print(f"kafka script: driver kill -> batch {st.last_committed_batch} in "
               f"{time.monotonic() - t_kill:.1f} s, resumed from {st.resumed_from_batch}")
         assert st.partitions == 3 and st.resumed_from_batch is not None
-        _wait(runner, lambda s: (s.last_committed_batch or 0) > before + 3, 240,
+        _wait(runner, lambda s: (s.last_committed_batch or 0) > before + 3, bound(240),
               "steady batches after the restart")
 
         gen.stop_event.set()
         load.join(120)
         assert "s" in stats, "the load generator did not finish"
         time.sleep(5)  # the records the broker acknowledged last reach the offsets Spark reads
-        _wait(runner, lambda s: s.backlog.records == 0, 240, "the backlog drained")
+        _wait(runner, lambda s: s.backlog.records == 0, bound(240), "the backlog drained")
         time.sleep(3)  # a no-data batch emits the windows the last watermark closed
     finally:
         gen.stop_event.set()
