@@ -85,7 +85,8 @@ CAUGHT_UP_LAG_SECONDS = 6.0
 MIN_EXECUTORS = int(policy_doc()["spec"]["executors"]["min"])
 """The policy's floor: a job there has nothing left to scale in."""
 MAX_WAIT_SECONDS = 1200.0
-"""The whole run's bound: the trace, the start of the job, slow days."""
+"""The whole run's bound by default (``--max-wait``): the trace, the start of the job, slow
+days."""
 
 
 def verify_on_host(shared: Path) -> dict[str, Any]:
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     started: float | None = None
     caught_up = True
     try:
-        deadline = time.monotonic() + MAX_WAIT_SECONDS
+        deadline = time.monotonic() + args.max_wait
         while time.monotonic() < deadline:
             status = sampler.sample() or {}
             scale_ins.step(sampler, status)
@@ -196,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             caught_up = False
             print(
                 f"kind-burst: the job did not play its trace and catch up in "
-                f"{MAX_WAIT_SECONDS:.0f} s",
+                f"{args.max_wait:.0f} s",
                 file=sys.stderr,
             )
         table = kubectl.run("get", "streamjobs", "-n", NAMESPACE)
@@ -280,6 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--context", default="kind-stream-autoscaler")
     p.add_argument("--kubectl", default="kubectl")
     p.add_argument("--shared", required=True, help="the host directory the workers mount")
+    p.add_argument(
+        "--max-wait",
+        type=float,
+        default=MAX_WAIT_SECONDS,
+        help="seconds the trace, the failures and the catch-up may take before the run ends "
+        f"as not caught up (default {MAX_WAIT_SECONDS:.0f})",
+    )
     p.add_argument(
         "--kill-controller",
         action="store_true",

@@ -152,13 +152,20 @@ class Runner:
         raise AssertionError(f"timed out waiting for {what}; last status {last}\n{self.tail()}")
 
     def action(self, path: str, body: Any, timeout: float = 240) -> dict[str, Any]:
-        """POST an action, wait for it to finish; returns the finished action record."""
+        """POST an action, wait for it to finish; returns the finished action record. A failed
+        one's record starts with its error (a test's assertion message is the record, and a
+        summary line shows only its first characters) and its runner's log tail is printed."""
         code, resp = self.call("POST", path, body)
         assert code == 202, (code, resp)
         action_id = resp["action"]
         st = self.wait(lambda s: (s.get("lastAction") or {}).get("id") == action_id, timeout,
                        f"action {path} {body}")
-        return st["lastAction"]
+        record: dict[str, Any] = st["lastAction"]
+        if record.get("state") != "succeeded":
+            print(f"action {path} {body} {record.get('state')}: {record.get('error')}\n"
+                  + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-80:]))
+            record = {"error": record.get("error"), **record}
+        return record
 
     def stop(self, timeout: float = 120) -> int:
         if self.proc.poll() is None:
