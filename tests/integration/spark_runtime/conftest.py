@@ -163,7 +163,7 @@ class Runner:
         record: dict[str, Any] = st["lastAction"]
         if record.get("state") != "succeeded":
             print(f"action {path} {body} {record.get('state')}: {record.get('error')}\n"
-                  + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-80:]))
+                  f"{self.tail()}")
             record = {"error": record.get("error"), **record}
         return record
 
