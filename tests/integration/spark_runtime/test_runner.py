@@ -345,9 +345,11 @@ def slow_row(ms: int) -> str:
     return f"length(coalesce(java_method('java.lang.Thread', 'sleep', {per_row}), '')) >= 0"
 
 
-SLOW_ROW = slow_row(4)
-"""4 ms per row: batches capped at 300 records take ~1.2 s on the job's 1 s trigger, so they run
-back to back and a stop always catches one in flight."""
+SLOW_ROW = slow_row(6)
+"""6 ms per row: batches capped at 300 records take ~1.8 s on the job's 1 s trigger, so they run
+back to back and a stop catches one in flight (the runner stops at once when the last batch
+outlasted the trigger: ``operators.driver.gap``). At 4 ms (1.2 s) a batch on a quiet lane was
+timed under the trigger, the stop waited for a gap and found one."""
 
 
 def test_a_job_started_into_a_burst_reports_its_arrival_before_its_first_batch_commits(
@@ -397,7 +399,9 @@ def test_a_repartition_skips_the_batch_in_flight_that_no_reader_saw(start_runner
     doc["spec"]["pipeline"].insert(0, {"type": "filter", "name": "slow", "condition": SLOW_ROW})
     job.write_text(yaml.safe_dump(doc), encoding="utf-8")
     r = start_runner(["--job", str(job), "--max-records-per-batch", "300"], max_executors=1)
-    _batches_after(r, 0, 3)
+    # back to back, as the runner sees it: the last batch it timed outlasted the 1 s trigger
+    r.wait(lambda s: (s["lastCommittedBatch"] or -1) >= 3
+           and (s.get("batchDurationSeconds") or 0) >= 1.0, 120, "batches back to back")
     # the cap again for the resumed query (the runner's own is the start's): 600 records/s
     # arrive and 250 are processed, so uncapped batches would grow without end
     act = r.action("/repartition", {"partitions": 8, "maxRecordsPerBatch": 300})
