@@ -8,7 +8,11 @@ Usage (the query must be stopped; a batch it left in flight is refused, or skipp
 
 Spark's offline repartition (``spark._streamingCheckpointManager.repartition``, PySpark 4.2+,
 RocksDB only) writes batch N+1 (same offsets, new ``spark.sql.shuffle.partitions``) and the new
-state. We check the new count in ``offsets/N+1`` and that the state row total did not change.
+state. We check the new count in ``offsets/N+1`` and that the state row total did not change:
+the new state is read back with Spark (it loads, and holds the rows), the old one's total is
+the store's own count in its checkpoint files where they say it (:func:`committed_keys`: the
+running query has just committed and read that state), else read too. Where the store's count
+and the rows read back differ, the old state is read as well before the move is called failed.
 If any step fails, every file the attempt created is removed and every small metadata file it
 changed is put back (an uncommitted ``offsets/N+1`` alone makes the next start fail with
 ``STREAMING_UNFINISHED_REPARTITION_DETECTED``), so the query resumes on the old count.
@@ -38,7 +42,7 @@ from contracts.runner_api import Step
 from operators.errors import OperatorsError, first_line
 from operators.jvm import gateway, jvm
 from operators.state.checkpoint import CheckpointError, inspect, partitions_of, store_of
-from operators.state.rows import state_rows
+from operators.state.rows import committed_keys, state_rows
 from operators.state.store import CheckpointStore
 from operators.steps import timed
 
@@ -165,8 +169,13 @@ def repartition(
         snapshot = _Snapshot.take(cp)
     step = "count rows"
     try:
+        counted = None  # the store's own count of the old state, where its files say it
         with timed(steps, Step.COUNT_ROWS):
-            before = sum(state_rows(spark, location).values()) if check_rows else None
+            if check_rows:
+                counted = committed_keys(cp, snapshot.files, info.last_committed_batch,
+                                         info.partitions)
+            before = (sum(counted.values()) if counted is not None
+                      else sum(state_rows(spark, location).values()) if check_rows else None)
         step = "spark repartition"
         _fault("repartition-before-write")
         with timed(steps, Step.REWRITE):
@@ -187,6 +196,8 @@ def repartition(
         step = "verify rows"
         with timed(steps, Step.COUNT_ROWS):
             after = sum(state_rows(spark, location).values()) if check_rows else None
+            if counted is not None and before != after:  # the old state read, not its count
+                before = sum(state_rows(spark, location, info.last_committed_batch).values())
         if before != after:
             raise RuntimeError(f"state rows changed from {before} to {after}")
         if file_sink is not None:
