@@ -56,10 +56,9 @@ def committed_keys(store: CheckpointStore, files: Iterable[str], batch: int,
             continue  # the operator's _metadata
         if len(parts) > 4 and parts[3] not in ("SSTs", "_metadata"):
             return None  # a store per name under the partition: a join's sides
+        found = ops.setdefault(int(parts[1]), set())
         if len(parts) == 4 and parts[3] == version:
-            ops.setdefault(int(parts[1]), set()).add(int(parts[2]))
-        else:
-            ops.setdefault(int(parts[1]), set())
+            found.add(int(parts[2]))
     if not ops:
         return None
     keys: dict[int, int] = {}
