@@ -21,9 +21,9 @@ from pathlib import Path
 import structlog
 
 from app.errors import AppError
+from contracts.ports import free_port
 from contracts.streamjob import StreamJob
 from controller.local.processes import RunnerProcess
-from controller.local.prometheus_server import free_port
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-autoscaler"
 MEASURE_TIMEOUT_SECONDS = 300.0

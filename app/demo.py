@@ -28,6 +28,7 @@ from app.demo_job import verify_exactly_once, write_run_job
 from app.errors import DemoError
 from contracts.chaos import ChaosError, parse_chaos
 from contracts.manifests import load_job
+from contracts.ports import free_port
 from contracts.runner_api import ActionState, RunnerStatus
 from contracts.sources import BurstSource
 from contracts.trace import load_trace
@@ -35,7 +36,7 @@ from controller.adapters.prometheus import PrometheusSource
 from controller.core import Action, Decision, Evaluation
 from controller.local.loop import LocalController, PolicyFile
 from controller.local.processes import RunnerProcess, executor_pids, kill_pid
-from controller.local.prometheus_server import PrometheusServer, free_port
+from controller.local.prometheus_server import PrometheusServer
 from operators.query.cgroups import CpuQuota, CpuQuotaError
 from operators.sources.burst_clock import BurstClock
 

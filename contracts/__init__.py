@@ -9,7 +9,8 @@ package; it imports neither (an import-linter contract, ``make lint``, enforces 
 - :mod:`contracts.crds`: the CRDs and JSON Schemas generated from those models;
 - :mod:`contracts.trace`: the burst trace format;
 - :mod:`contracts.runner_api`: the runner's control endpoint (phases, actions, status);
-- :mod:`contracts.metric_names`: every metric the runner exports.
+- :mod:`contracts.metric_names`: every metric the runner exports;
+- :mod:`contracts.ports`: the loopback ports both planes pick for the servers they start.
 
 Standard library, pydantic and PyYAML only. See docs/architecture.md.
 """

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from contracts.ports import free_port
 from controller.errors import ControllerError
 
 READY_TIMEOUT_SECONDS = 30.0
@@ -47,12 +47,6 @@ def find_binary() -> str:
 def _duration(seconds: float) -> str:
     """A Prometheus duration (integer units only)."""
     return f"{round(seconds * 1000)}ms"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PrometheusServer:

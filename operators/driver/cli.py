@@ -109,7 +109,7 @@ def runner_main(argv: list[str]) -> int:
     from operators.driver.control import ControlServer, load_token
     from operators.driver.runner import JobRunner, RunnerOptions
     from operators.query.application import ApplicationError
-    from operators.query.cluster import ClusterError, MiniCluster, free_port
+    from operators.query.cluster import ClusterError, MiniCluster
     from operators.state import CheckpointError, RepartitionError
 
     spec, name = job.spec, job.metadata.name
@@ -151,11 +151,16 @@ def runner_main(argv: list[str]) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
-        runner.start()
-        control = ControlServer(runner, token, args.bind, args.control_port or 0).start()
+        # Both ports are bound before Spark starts: the session's driver and block-manager
+        # ports are bind(0)s, and a port promised to us but bound only after them could be
+        # taken in between (tests/integration/spark_runtime/test_applications.py passes both).
+        control = ControlServer(runner, token, args.bind, args.control_port or 0)
         servers.append(control)
-        metrics_port = args.metrics_port or free_port()
-        servers.append(runner.metrics.serve(metrics_port, args.bind))
+        metrics_server = runner.metrics.serve(args.metrics_port or 0, args.bind)
+        servers.append(metrics_server)
+        metrics_port = int(metrics_server[0].server_port)
+        runner.start()
+        control.start()
         ready = {"control": f"http://{args.bind}:{control.port}",
                  "metrics": f"http://{args.bind}:{metrics_port}/metrics",
                  "sparkUi": runner.pool.ui_url if runner.pool else None,

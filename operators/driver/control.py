@@ -126,7 +126,8 @@ class ControlServer:
 
     def stop(self) -> None:
         self._stopping.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():  # bound before the runner started, maybe never served
+            self._thread.join(timeout=5)
         for conn in list(self._pending):
             self._drop(conn)
         for conn in list(self._closing):

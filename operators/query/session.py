@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts.ports import free_port
 from contracts.streamjob import StreamJobSpec
 from operators.jvm import jvm
-from operators.query.cluster import free_port, spark_env
+from operators.query.cluster import spark_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

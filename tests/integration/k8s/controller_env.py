@@ -17,7 +17,7 @@ from typing import Any
 import requests
 import yaml
 
-from operators.query.cluster import free_port
+from contracts.ports import free_port
 from tests.integration.k8s.k8s_tier import CHART, REPO, Tool
 
 CONTROLLER_NS = "sa-ctl"

@@ -58,10 +58,11 @@ def spark_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     from app.calibrate import load_unit_rate
     from app.demo_job import write_run_job
     from contracts.manifests import load_job
+    from contracts.ports import free_port
     from contracts.streamjob import StreamJob
     from controller.local.processes import RunnerProcess
     from controller.local.prometheus_server import PrometheusServer
-    from operators.query.cluster import MiniCluster, free_port
+    from operators.query.cluster import MiniCluster
 
     work = tmp_path_factory.mktemp("attached")
     (work / "trace.csv").write_text(TRACE)

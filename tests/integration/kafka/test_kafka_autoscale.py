@@ -22,11 +22,12 @@ import yaml
 
 from app.demo import RunnerActuator
 from contracts.manifests import load_job
+from contracts.ports import free_port
 from controller.adapters.prometheus import PrometheusSource
 from controller.core import Action, BottleneckKind, Decision, Reason
 from controller.local.loop import Evaluation, LocalController, PolicyFile
 from controller.local.processes import RunnerProcess
-from controller.local.prometheus_server import PrometheusServer, free_port
+from controller.local.prometheus_server import PrometheusServer
 from operators.loadgen import LoadGenerator, burst_spec
 from operators.verifier import committed_progress, verify
 from tests.integration.kafka.conftest import topic_name, trace_file, write_kafka_job

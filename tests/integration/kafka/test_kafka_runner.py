@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from contracts.manifests import load_job
+from contracts.ports import free_port
 from controller.local.processes import RunnerProcess
-from controller.local.prometheus_server import free_port
 from operators.loadgen import LoadGenerator, burst_spec
 from operators.verifier import committed_progress, verify
 from tests.integration.kafka.conftest import topic_name, trace_file, write_kafka_job

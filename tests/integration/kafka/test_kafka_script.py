@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts.ports import free_port
 from controller.local.processes import RunnerProcess
-from controller.local.prometheus_server import free_port
 from operators.loadgen import LoadGenerator, burst_spec
 from tests.integration.kafka.conftest import topic_name, trace_file
 from tests.integration.kafka.windows import check_windows

@@ -15,10 +15,11 @@ import pytest
 
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
+from contracts.ports import free_port
 from controller.adapters.prometheus import PrometheusSource
 from controller.adapters.promql import Window
 from controller.core import Action, Reason, decide
-from controller.local.prometheus_server import PrometheusNotFound, PrometheusServer, free_port
+from controller.local.prometheus_server import PrometheusNotFound, PrometheusServer
 from tests.realcomponents import unavailable
 
 JOB = "wordcount"

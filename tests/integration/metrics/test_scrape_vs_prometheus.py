@@ -14,11 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from contracts.ports import free_port
 from controller.adapters.prometheus import PrometheusSource
 from controller.adapters.promql import Window
 from controller.adapters.scrape import ScrapeSource
 from controller.core import MetricsSnapshot
-from controller.local.prometheus_server import PrometheusNotFound, PrometheusServer, free_port
+from controller.local.prometheus_server import PrometheusNotFound, PrometheusServer
 from tests.realcomponents import unavailable
 
 JOB = "clicks"

@@ -277,11 +277,11 @@ def test_the_controller_reads_and_scales_an_unmodified_script_job(cluster, tmp_p
 
     import yaml
 
+    from contracts.ports import free_port
     from controller.adapters.scrape import ScrapeSource
     from controller.core import Action
     from controller.local.loop import LocalController, PolicyFile
     from controller.local.processes import RunnerProcess
-    from operators.query.cluster import free_port
 
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump({

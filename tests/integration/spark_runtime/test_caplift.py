@@ -30,11 +30,11 @@ START_CAP = 1_000
 def test_a_binding_admission_cap_is_lifted_by_a_restart(cluster, tmp_path, local_spark):
     from app.demo import RunnerActuator
     from contracts.manifests import load_job
+    from contracts.ports import free_port
     from controller.adapters.scrape import ScrapeSource
     from controller.core import Reason
     from controller.local.loop import LocalController, PolicyFile
     from controller.local.processes import RunnerProcess
-    from operators.query.cluster import free_port
     from operators.verifier import verify
 
     job = write_job(tmp_path / "job", name="caplift", rate=RATE, partitions=2)

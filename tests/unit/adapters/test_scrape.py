@@ -29,6 +29,7 @@ from prometheus_client import (
 from contracts import metric_names as M
 from contracts.history import ScalingHistory
 from contracts.policy import ScalingPolicySpec
+from contracts.ports import free_port
 from controller.adapters import promql
 from controller.adapters.promql import Window
 from controller.adapters.scrape import (
@@ -38,7 +39,6 @@ from controller.adapters.scrape import (
     ScrapeSource,
 )
 from controller.core import Action, Reason, decide
-from controller.local.prometheus_server import free_port
 
 JOB = "wordcount"
 T0 = 1_700_000_000.0
