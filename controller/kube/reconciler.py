@@ -111,6 +111,8 @@ class Reconciler:
         self._clients: dict[Key, tuple[str, str, RunnerClient]] = {}
         self._tokens: dict[tuple[str, str, str], tuple[float, str, Obj]] = {}
         self._local = threading.local()
+        self._named_losses: dict[Key, set[tuple[str, float]]] = {}
+        """Per job, the lost executors (pod, removedAt) an ExecutorsLost Event has named."""
         self.actions = Actions(settings, metrics, write=self._write, event=self._event,
                                recover=self._recover_managed)
 
@@ -122,6 +124,7 @@ class Reconciler:
         obj = self.get_job(key)
         if obj is None:
             self._clients.pop(key, None)
+            self._named_losses.pop(key, None)
             return None
         if obj["metadata"].get("deletionTimestamp"):
             return self._finalize(key, obj)
@@ -377,7 +380,7 @@ class Reconciler:
         draft.decided(decision)
         draft.set_history(history)
         self.metrics.decision(decision, policy)
-        self._loss_event(obj, decision, runner, draft.now - (
+        self._loss_event(key, obj, decision, runner, draft.now - (
             policy.timing.window_seconds + policy.lag.catch_up_seconds))
         after = policy.timing.evaluation_interval_seconds
         if decision.acts and decision.action is Action.RECOVER and not target.managed:
@@ -492,22 +495,35 @@ class Reconciler:
         except Exception as e:  # an Event lost must not lose the action
             log.warning("event_failed", reason=reason, error=f"{type(e).__name__}: {e}")
 
-    def _loss_event(self, obj: Obj, d: Decision, runner: RunnerStatus | None,
+    def _loss_event(self, key: Key, obj: Obj, d: Decision, runner: RunnerStatus | None,
                     since: float) -> None:
         """A Warning Event naming the nodes whose executors were lost (the runner's
-        ``lostExecutors`` removed after ``since``), when the engine first decides on the loss."""
-        if d.reason is not Reason.EXECUTORS_LOST or runner is None:
-            return
-        last = ((obj.get("status") or {}).get("lastDecision") or {}).get("reason")
+        ``lostExecutors`` removed after ``since``), once per lost executor, with what the
+        engine decided on this pass.
+
+        The runner's report is the fact, whatever the engine decided: its window may lag the
+        loss (metrics are scraped, ``/status`` is read), a pass may find ``/status`` down, and
+        another step may decide first (a scale-out on the backlog the hung batch left). So each
+        loss is named at the first pass that reads it, and remembered per job, not by the last
+        decision's reason. A new leader names a loss still inside ``since`` once more.
+        Held by tests/unit/kube/test_loss_event.py and the kind tier's lost-worker story."""
+        if runner is None:
+            return  # /status down: the next pass that reads it names the loss
+        named = self._named_losses.setdefault(key, set())
         recent = [e for e in runner.lost_executors if e.removed_at >= since]
-        if last == d.reason.value or not recent:
+        named.intersection_update((e.pod, e.removed_at) for e in recent)  # settled: forgotten
+        new = [e for e in recent if (e.pod, e.removed_at) not in named]
+        if not new:
             return
         by_node: dict[str, list[str]] = {}
-        for e in recent:
+        for e in new:
             by_node.setdefault(e.node, []).append(e.executor_id)
         lost = "; ".join(f"node {node} lost: executor(s) {', '.join(ids)} removed by the runner"
                          for node, ids in sorted(by_node.items()))
-        self._event(obj, "Warning", d.reason.value, f"{lost}. {d.message}")
+        then = d.message if d.reason is Reason.EXECUTORS_LOST else \
+            f"{d.reason.value}: {d.message}"
+        self._event(obj, "Warning", Reason.EXECUTORS_LOST.value, f"{lost}. {then}")
+        named.update((e.pod, e.removed_at) for e in new)
 
     def _refusal_event(self, obj: Obj, d: Decision) -> None:
         last = ((obj.get("status") or {}).get("lastDecision") or {}).get("reason")

@@ -325,6 +325,7 @@ class Actions:
                                             skip_uncommitted=skip)
                     self.run.partitions = n
                     action.result.update(rows_before=res.rows_before, rows_after=res.rows_after,
+                                         rows_before_from=res.rows_before_from,
                                          repartition_batch=res.batch)
                 except state.RepartitionError as e:
                     action.result["rolled_back"] = e.rolled_back

@@ -223,7 +223,8 @@ class JobRunner:
         with self._progress:
             self.last_committed_batch = res.batch
         log.info("repartitioned at start", partitions_before=old, partitions=n, batch=res.batch,
-                 rows_before=res.rows_before, rows_after=res.rows_after, one_batch_run=ran_once,
+                 rows_before=res.rows_before, rows_after=res.rows_after,
+                 rows_before_from=res.rows_before_from, one_batch_run=ran_once,
                  skipped_batch=in_flight if skip else None,
                  seconds=round(time.monotonic() - t0, 1))
 

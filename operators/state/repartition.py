@@ -76,6 +76,12 @@ class RepartitionResult:
     rows_before: int | None
     rows_after: int | None
     seconds: float
+    rows_before_from: str | None = None
+    """Where ``rows_before`` came from: ``"files"`` (the store's own count in its checkpoint
+    files, :func:`committed_keys`), ``"scan"`` (the old state read with Spark: the files could
+    not say, or their count differed from the rows read back) or None (no row check).
+    tests/integration/spark_pipelines/test_state_counts.py holds "files" on a local
+    checkpoint, tests/integration/s3/test_runner_s3a.py on S3."""
 
 
 def file_sink_path(query: StreamingQuery) -> str | None:
@@ -176,6 +182,7 @@ def repartition(
                                          info.partitions)
             before = (sum(counted.values()) if counted is not None
                       else sum(state_rows(spark, location).values()) if check_rows else None)
+            source = None if not check_rows else "files" if counted is not None else "scan"
         step = "spark repartition"
         _fault("repartition-before-write")
         with timed(steps, Step.REWRITE):
@@ -198,6 +205,7 @@ def repartition(
             after = sum(state_rows(spark, location).values()) if check_rows else None
             if counted is not None and before != after:  # the old state read, not its count
                 before = sum(state_rows(spark, location, info.last_committed_batch).values())
+                source = "scan"
         if before != after:
             raise RuntimeError(f"state rows changed from {before} to {after}")
         if file_sink is not None:
@@ -221,7 +229,8 @@ def repartition(
     finally:
         snapshot.discard()
     return RepartitionResult(
-        info.partitions, partitions, new_batch, before, after, time.monotonic() - started
+        info.partitions, partitions, new_batch, before, after, time.monotonic() - started,
+        source,
     )
 
 

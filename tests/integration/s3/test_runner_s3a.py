@@ -76,6 +76,7 @@ def test_a_checkpoint_on_s3_scales_repartitions_and_resumes_exactly_once(
           act["result"])
     assert act["state"] == "succeeded", act
     assert act["result"]["rows_before"] == act["result"]["rows_after"] > 0
+    assert act["result"]["rows_before_from"] == "files"  # the store's count read from S3
     batch = act["result"]["repartition_batch"]
     assert state.partitions_of(loc, batch) == 8
     st = r.wait(lambda s: (s["lastCommittedBatch"] or -1) >= batch + 2, 180, "batches at 8")

@@ -37,6 +37,7 @@ def test_the_stores_count_is_the_rows_read_and_a_repartition_keeps_them(
     steps: dict[str, float] = {}
     result = repartition(spark, loc, parts + 1, steps=steps)
     assert result.rows_before == result.rows_after == sum(counted.values()) > 1000
+    assert result.rows_before_from == "files"  # the store's count, not a second scan
     after = inspect(loc)
     assert after.partitions == parts + 1
     files = [f.rel for f in store.files()]
