@@ -70,7 +70,29 @@ ENV PATH=/opt/venv/bin:$PATH \
     JAVA_HOME=/opt/java \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    SPARK_LOCAL_DIRS=/tmp
+    SPARK_LOCAL_DIRS=/tmp \
+    STREAM_AUTOSCALER_JVM_ARCHIVE=/opt/stream-autoscaler/spark-classes.jsa
+# A class-data-sharing archive of the classes a Spark driver loads (the lanes' one, built here on
+# the image's own jars: hack/jvm-archive/warmup.py's query in local mode, dumped as its driver
+# exits). The runner gives it to the driver's and executors' JVMs (spark.{driver,executor}.
+# defaultJavaOptions, operators/query/session.py::jvm_archive_conf), which then map those classes
+# instead of reading and verifying them from the jars at every pod start. A JVM maps it only on a
+# class path that starts with the driver's: that string is kept beside it for the executors'
+# entrypoint, and the build fails if the JVM refuses the archive on it.
+COPY hack/jvm-archive/warmup.py /tmp/jvm-archive-warmup.py
+RUN cd /tmp && SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost \
+      PYSPARK_PYTHON=/opt/venv/bin/python PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python \
+      timeout 600 spark-submit --master 'local[2]' --conf spark.ui.enabled=false \
+      --driver-java-options "-XX:ArchiveClassesAtExit=$STREAM_AUTOSCALER_JVM_ARCHIVE" \
+      /tmp/jvm-archive-warmup.py >/tmp/jvm-archive.log 2>&1 \
+      || { tail -40 /tmp/jvm-archive.log; exit 1; } \
+ && SPARK_PRINT_LAUNCH_COMMAND=1 spark-submit --version 2>&1 \
+      | sed -n 's/^Spark Command: .* -cp \([^ ]*\) .*/\1/p' | head -1 >/opt/stream-autoscaler/spark-classpath \
+ && test -s /opt/stream-autoscaler/spark-classpath \
+ && java -Xshare:on -XX:SharedArchiveFile="$STREAM_AUTOSCALER_JVM_ARCHIVE" \
+      -cp "$(cat /opt/stream-autoscaler/spark-classpath)" -version \
+ && chmod a+r "$STREAM_AUTOSCALER_JVM_ARCHIVE" /opt/stream-autoscaler/spark-classpath \
+ && rm -rf /tmp/jvm-archive-warmup.py /tmp/jvm-archive.log /tmp/spark-* /tmp/hsperfdata_* /tmp/jvm-archive-*
 WORKDIR /home/app
 USER 10001:10001
 # 8080: controller /healthz; 9090: Prometheus /metrics.

@@ -125,6 +125,9 @@ PROTECTED_SPARK_CONF: tuple[str, ...] = (
     "spark.kubernetes.driver.reusePersistentVolumeClaim",
     "spark.kubernetes.driver.waitToReusePersistentVolumeClaim",
     "spark.kubernetes.driver.annotateExitException",
+    # the JVMs' flags before the job's own (the image's class archive, operators/query/session.py)
+    "spark.driver.defaultJavaOptions",
+    "spark.executor.defaultJavaOptions",
     # RPC authentication and the UI's kill links
     "spark.authenticate*",
     "spark.ui.killEnabled",

@@ -32,16 +32,24 @@ passwd_entry() {
   fi
 }
 
+# The executor's class path starts with the driver's (Spark's launcher's: its conf directory,
+# absent here, and pyspark's jars), which the image's class archive was dumped on: a JVM maps the
+# archive only when its class path starts with the same jars, and an existing directory (the conf
+# directory Spark on Kubernetes mounts) before them makes it refuse. Spark's own entrypoint puts
+# SPARK_CLASSPATH and the conf directories first; here they follow the jars, which hold none of
+# their files (Hadoop's core-default.xml aside, which a conf directory's core-site.xml
+# overrides by name), and a StreamJob cannot set a class path (contracts/spark.py).
 classpath() {
-  local cp="${SPARK_CLASSPATH:-}:$SPARK_HOME/jars/*"
-  [[ -n "${SPARK_EXTRA_CLASSPATH:-}" ]] && cp="$cp:$SPARK_EXTRA_CLASSPATH"
-  [[ -n "${HADOOP_CONF_DIR:-}" ]] && cp="$HADOOP_CONF_DIR:$cp"
-  if [[ -n "${SPARK_CONF_DIR:-}" ]]; then
-    cp="$SPARK_CONF_DIR:$cp"
+  local cp entry
+  if [[ -s /opt/stream-autoscaler/spark-classpath ]]; then
+    cp=$(</opt/stream-autoscaler/spark-classpath)
   else
-    cp="$SPARK_HOME/conf:$cp"
+    cp="$SPARK_HOME/conf:$SPARK_HOME/jars/*"
   fi
-  [[ -n "${SPARK_DIST_CLASSPATH:-}" ]] && cp="$cp:$SPARK_DIST_CLASSPATH"
+  for entry in "${SPARK_CONF_DIR:-}" "${HADOOP_CONF_DIR:-}" "${SPARK_CLASSPATH:-}" \
+    "${SPARK_EXTRA_CLASSPATH:-}" "${SPARK_DIST_CLASSPATH:-}"; do
+    [[ -n $entry ]] && cp="$cp:$entry"
+  done
   printf '%s' "$cp"
 }
 

@@ -203,7 +203,7 @@ inputs_hash() { # everything the Dockerfile reads, plus the base
   {
     echo "$base_tag $("$docker" image inspect -f '{{.Id}}' "$base_tag")"
     cd "$repo"
-    find Dockerfile .dockerignore pyproject.toml README.md docker app contracts controller operators policies traces \
+    find Dockerfile .dockerignore pyproject.toml README.md docker hack/jvm-archive/warmup.py app contracts controller operators policies traces \
       -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
   } | sha256sum | cut -c1-16
 }

@@ -77,12 +77,36 @@ def session_conf(spec: StreamJobSpec, options: SessionOptions) -> dict[str, str]
         "spark.ui.retainedJobs": "200",
         "spark.ui.retainedStages": "200",
     }
+    conf.update(jvm_archive_conf())
     conf.update(spark_conf_for(spec))
     conf.update(options.extra_conf)
     jars = kafka_jars_for(spec) + s3a_jars_for(spec)
     if jars:
         conf["spark.jars"] = ",".join(j for j in (conf.get("spark.jars"), *jars) if j)
     return conf
+
+
+JVM_ARCHIVE_ENV = "STREAM_AUTOSCALER_JVM_ARCHIVE"
+"""Names a class-data-sharing archive of the classes a Spark driver loads (the image sets it: its
+archive is dumped at build, Dockerfile). Unset, or naming no file: the JVMs start as Spark starts
+them."""
+JVM_ARCHIVE_KEYS = ("spark.driver.defaultJavaOptions", "spark.executor.defaultJavaOptions")
+"""Where the archive's flag goes: Spark prepends these to the ``extraJavaOptions`` a job may set
+(its own JVM flags stay its own), and a StreamJob cannot set them (contracts/spark.py)."""
+
+
+def jvm_archive_conf(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The driver's and executors' JVMs map the archive :data:`JVM_ARCHIVE_ENV` names, where
+    one is there: they then skip reading, parsing and verifying those classes from the jars at
+    each start (a driver pod's session and an executor pod's registration; the figures:
+    docs/benchmark.md, "Pods start on the image's class archive"). A JVM whose class path does
+    not start with the one the archive was dumped on runs without it and says so in one warning
+    line (tests/unit/operators/query/test_session_env.py; the executor's entrypoint on a real
+    pod: tests/integration/node/test_node.py::test_executor_env_starts_sparks_executor_backend)."""
+    path = (os.environ if environ is None else environ).get(JVM_ARCHIVE_ENV, "")
+    if not path or not os.path.isfile(path):
+        return {}
+    return {key: f"-XX:SharedArchiveFile={path}" for key in JVM_ARCHIVE_KEYS}
 
 
 def kafka_jars_for(spec: StreamJobSpec) -> list[str]:

@@ -17,6 +17,9 @@ import pytest
 from tests.integration.k8s.k8s_tier import Tool
 from tests.integration.node.conftest import RealNode, run_pod, unique
 
+IMAGE_JVM_ARCHIVE = "/opt/stream-autoscaler/spark-classes.jsa"
+"""The image's class archive (the Dockerfile's ``STREAM_AUTOSCALER_JVM_ARCHIVE``)."""
+
 pytestmark = pytest.mark.k8s
 
 
@@ -229,7 +232,10 @@ def test_executor_env_starts_sparks_executor_backend(
     kubectl: Tool, real_node: RealNode, image: str, ns: str
 ) -> None:
     """With the env Spark sets, the JVM runs KubernetesExecutorBackend from pyspark's jars: it
-    starts, tries the (absent) driver and gives up — no class or classpath error."""
+    starts, tries the (absent) driver and gives up — no class or classpath error. It maps the
+    image's class archive (the flag the runner sends, with ``-Xshare:on``, which makes a JVM that
+    cannot map it fail) on the class path the entrypoint builds, with a conf directory that
+    holds files, as the one Spark on Kubernetes mounts does."""
     env = {
         "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@127.0.0.1:1",
         "SPARK_EXECUTOR_ID": "1",
@@ -239,6 +245,9 @@ def test_executor_env_starts_sparks_executor_backend(
         "SPARK_RESOURCE_PROFILE_ID": "0",
         "SPARK_JAVA_OPT_0": "-Dspark.rpc.numRetries=1",
         "SPARK_JAVA_OPT_1": "-Dspark.rpc.retry.wait=100ms",
+        "SPARK_JAVA_OPT_2": f"-XX:SharedArchiveFile={IMAGE_JVM_ARCHIVE}",
+        "SPARK_JAVA_OPT_3": "-Xshare:on",
+        "SPARK_CONF_DIR": "/opt/stream-autoscaler/policies",
     }
     container = {
         "name": "exec",
@@ -264,6 +273,7 @@ def test_executor_env_starts_sparks_executor_backend(
         phase="Failed",
         timeout=180,
     )
+    assert "shared archive file" not in logs and "class paths mismatch" not in logs, logs
     assert "Could not find or load main class" not in logs, logs
     assert "ClassNotFoundException" not in logs, logs
     assert "KubernetesExecutorBackend" in logs or "CoarseGrainedExecutorBackend" in logs, logs
