@@ -78,7 +78,8 @@ phase() { # name, pytest args...: one pytest, timed
 # collect with the serial collector. The lanes check correctness at any speed; their JVMs live
 # seconds to minutes, and what the C2 compiler and G1's threads cost there is throughput nothing
 # in a lane measures (the figures: docs/benchmark.md, JIT in the lanes). Phase 3 judges
-# capacity: the JVM's defaults.
+# capacity: the JVM's defaults, and the class archive only where any local run maps it (its
+# runners' drivers, executors and mini-clusters: operators/query/cluster.py::jvm_archive).
 # Pods on the test bed's node do not inherit it (their environment is the pod spec's).
 LANE_JAVA_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # ... and map the classes a Spark driver loads from one archive built per venv (prepare's

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# A class-data-sharing archive of the classes a Spark driver loads, for the test lanes' JVMs
-# (built by hack/prepare.sh; the figures: docs/benchmark.md, the JVM class archive).
+# A class-data-sharing archive of the classes a Spark driver loads, for this venv's Spark JVMs
+# (built by hack/prepare.sh and `make jvm-archive`, which `make demo` runs; the figures:
+# docs/benchmark.md, the JVM class archive).
 #
 # Every Spark JVM of this venv (SparkSubmit, the standalone master, workers and executors) runs
 # on one class path, $SPARK_HOME/conf:jars/*; a JVM started with -XX:SharedArchiveFile maps the
-# archived classes instead of reading, parsing and verifying them from the jars again. hack/test.sh
-# gives the archive to the lanes' JVMs; a JVM on another class path (the Kafka broker, Spark's
-# launcher) logs that it cannot use it (silenced there) and runs as before.
+# archived classes instead of reading, parsing and verifying them from the jars again. A local
+# run gives it to its driver, executors and mini-cluster (operators/query/cluster.py::jvm_archive
+# finds it at the default path below); hack/test.sh gives it to every JVM of the lanes; a JVM on
+# another class path (the Kafka broker, Spark's launcher) logs that it cannot use it (silenced
+# there) and runs as before.
 #
 # One archive per machine and PySpark build, not per venv. The JVM accepts an archive only on
 # the files it was dumped from: the same path, or another path to the same file (the same inode:

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -52,6 +53,40 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
+
+
+JVM_ARCHIVE_ENV = "STREAM_AUTOSCALER_JVM_ARCHIVE"
+"""Names a class-data-sharing archive of the classes a Spark driver loads: the image sets it (its
+archive is dumped at build, Dockerfile). Set but empty, or naming no file: the JVMs start as Spark
+starts them. Unset: this install's archive (:data:`INSTALL_JVM_ARCHIVE`), where one is built."""
+INSTALL_JVM_ARCHIVE = Path(sys.prefix) / "share" / "stream-autoscaler" / "spark-classes.jsa"
+"""Where ``hack/jvm-archive/build.sh`` dumps the archive of this venv's PySpark (``make demo`` and
+``make test`` build it, once per machine and PySpark build)."""
+
+
+def jvm_archive(environ: Mapping[str, str] | None = None,
+                installed: Path = INSTALL_JVM_ARCHIVE) -> Path | None:
+    """The class archive Spark's JVMs map, or None: the one :data:`JVM_ARCHIVE_ENV` names, else
+    ``installed`` where it is newer than PySpark's jars (a reinstalled PySpark makes it stale;
+    build.sh's own up-to-date check). A JVM whose class path does not start with the one the
+    archive was dumped on runs without it and says so in one warning line; the JVM's own check,
+    not ours, decides (tests/unit/operators/query/test_session_env.py; the runner's JVMs on the
+    mini-cluster: tests/integration/spark_runtime/test_runner.py::
+    test_a_local_runners_jvms_map_the_installs_class_archive)."""
+    env = os.environ if environ is None else environ
+    if JVM_ARCHIVE_ENV in env:
+        named = env[JVM_ARCHIVE_ENV]
+        return Path(named) if named and os.path.isfile(named) else None
+    try:
+        fresh = installed.stat().st_mtime >= (spark_home() / "jars").stat().st_mtime
+    except (OSError, ImportError):
+        return None
+    return installed if fresh else None
+
+
+def jvm_archive_flag(archive: Path) -> str:
+    """The JVM option that maps ``archive``."""
+    return f"-XX:SharedArchiveFile={archive}"
 
 
 def spark_env(python: str | None = None) -> dict[str, str]:
@@ -119,6 +154,10 @@ class MiniCluster:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = log_dir
         env = spark_env()
+        archive = jvm_archive()
+        if archive is not None:  # the master and workers start on it too
+            env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(
+                o for o in (env.get("SPARK_DAEMON_JAVA_OPTS"), jvm_archive_flag(archive)) if o)
         try:
             port, ui_port = free_port(), free_port()
             self.master_url = f"spark://127.0.0.1:{port}"

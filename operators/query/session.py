@@ -24,6 +24,7 @@ import os
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,12 @@ from typing import TYPE_CHECKING, Any
 from contracts.ports import free_port
 from contracts.streamjob import StreamJobSpec
 from operators.jvm import jvm
-from operators.query.cluster import spark_env
+from operators.query.cluster import (
+    INSTALL_JVM_ARCHIVE,
+    jvm_archive,
+    jvm_archive_flag,
+    spark_env,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,27 +92,26 @@ def session_conf(spec: StreamJobSpec, options: SessionOptions) -> dict[str, str]
     return conf
 
 
-JVM_ARCHIVE_ENV = "STREAM_AUTOSCALER_JVM_ARCHIVE"
-"""Names a class-data-sharing archive of the classes a Spark driver loads (the image sets it: its
-archive is dumped at build, Dockerfile). Unset, or naming no file: the JVMs start as Spark starts
-them."""
 JVM_ARCHIVE_KEYS = ("spark.driver.defaultJavaOptions", "spark.executor.defaultJavaOptions")
 """Where the archive's flag goes: Spark prepends these to the ``extraJavaOptions`` a job may set
 (its own JVM flags stay its own), and a StreamJob cannot set them (contracts/spark.py)."""
 
 
-def jvm_archive_conf(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The driver's and executors' JVMs map the archive :data:`JVM_ARCHIVE_ENV` names, where
-    one is there: they then skip reading, parsing and verifying those classes from the jars at
-    each start (a driver pod's session and an executor pod's registration; the figures:
-    docs/benchmark.md, "Pods start on the image's class archive"). A JVM whose class path does
-    not start with the one the archive was dumped on runs without it and says so in one warning
-    line (tests/unit/operators/query/test_session_env.py; the executor's entrypoint on a real
-    pod: tests/integration/node/test_node.py::test_executor_env_starts_sparks_executor_backend)."""
-    path = (os.environ if environ is None else environ).get(JVM_ARCHIVE_ENV, "")
-    if not path or not os.path.isfile(path):
+def jvm_archive_conf(environ: Mapping[str, str] | None = None,
+                     installed: Path = INSTALL_JVM_ARCHIVE) -> dict[str, str]:
+    """The driver's and executors' JVMs map the class archive
+    (:func:`~operators.query.cluster.jvm_archive`: the image's in a pod, this install's in a local
+    run) where one is there: they then skip reading, parsing and verifying those classes from the
+    jars at each start (a driver's session, an executor's registration, each restart's new
+    executors; the figures: docs/benchmark.md, "Pods start on the image's class archive" and
+    "Local runs start on the install's class archive"). Spark's standalone workers and
+    Kubernetes executors both take ``spark.executor.defaultJavaOptions``
+    (tests/unit/operators/query/test_session_env.py; on a real pod:
+    tests/integration/node/test_node.py::test_executor_env_starts_sparks_executor_backend)."""
+    archive = jvm_archive(environ, installed)
+    if archive is None:
         return {}
-    return {key: f"-XX:SharedArchiveFile={path}" for key in JVM_ARCHIVE_KEYS}
+    return {key: jvm_archive_flag(archive) for key in JVM_ARCHIVE_KEYS}
 
 
 def kafka_jars_for(spec: StreamJobSpec) -> list[str]:

@@ -6,6 +6,7 @@ Timings of every action are printed (``-s``) and recorded in docs/runner.md.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -418,3 +419,60 @@ def test_a_repartition_skips_the_batch_in_flight_that_no_reader_saw(start_runner
     _batches_after(r, skipped + 1, 2)
     assert r.stop() == 0
     _verify(job, local_spark)
+
+
+def _java_processes() -> dict[int, str]:
+    """Every JVM on the machine by PID: its command line, arguments joined by spaces."""
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline.split(" ", 1)[0].endswith("java"):
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def _maps(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` mapped (the JVM maps a class archive it accepted)."""
+    return str(path) in Path(f"/proc/{pid}/maps").read_text(errors="replace")
+
+
+def test_a_local_runners_jvms_map_the_installs_class_archive(start_runner, cluster, tmp_path,
+                                                            monkeypatch):
+    """A local run (the demo, ``runner --master spark://``) gives its driver's and executors'
+    JVMs the install's class archive (hack/jvm-archive/build.sh's, with no variable set:
+    operators/query/cluster.py::jvm_archive), and the mini-cluster its master and workers. The
+    lanes hand their JVMs the same archive through JAVA_TOOL_OPTIONS; the runner here starts
+    without that flag, so what maps it in its driver is the runner's own conf, and each
+    executor's command line carries the flag from ``spark.executor.defaultJavaOptions``."""
+    from operators.query.cluster import INSTALL_JVM_ARCHIVE, JVM_ARCHIVE_ENV, jvm_archive
+    from tests.realcomponents import unavailable
+
+    monkeypatch.delenv(JVM_ARCHIVE_ENV, raising=False)
+    archive = jvm_archive({})
+    if archive is None:
+        unavailable(f"no class archive at {INSTALL_JVM_ARCHIVE} newer than PySpark's jars "
+                    "(hack/jvm-archive/build.sh)")
+    flag = f"-XX:SharedArchiveFile={archive}"
+    tool_options = " ".join(o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split()
+                            if not o.startswith("-XX:SharedArchiveFile="))
+    before = set(_java_processes())
+    r = start_runner(write_job(tmp_path / "job"), env={"JAVA_TOOL_OPTIONS": tool_options},
+                     max_executors=1)
+    r.wait(lambda s: s["lastCommittedBatch"] is not None, 120, "a first commit")
+    new = {pid: cmd for pid, cmd in _java_processes().items() if pid not in before}
+    drivers = [pid for pid, cmd in new.items() if "org.apache.spark.deploy.SparkSubmit" in cmd]
+    executors = [pid for pid, cmd in new.items() if "CoarseGrainedExecutorBackend" in cmd]
+    assert len(drivers) == 1 and executors, new
+    assert _maps(drivers[0], archive), f"the driver JVM did not map {archive}"
+    for pid in executors:
+        assert flag in new[pid], new[pid]
+        assert _maps(pid, archive), f"executor {pid} did not map {archive}"
+    workers = [p.popen.pid for p in cluster._procs]
+    daemons = _java_processes()
+    assert all(flag in daemons[pid] for pid in workers), [daemons.get(p) for p in workers]
+    assert r.stop() == 0

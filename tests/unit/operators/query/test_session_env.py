@@ -1,16 +1,18 @@
 """The driver JVM's environment: loopback pins for a mini-cluster, none in a driver pod; the
-image's class archive for the driver's and executors' JVMs."""
+image's class archive (or, in a local run, the install's) for the driver's and executors'
+JVMs."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from contracts.spark import spark_conf_problem
 from contracts.streamjob import StreamJobSpec
+from operators.query.cluster import JVM_ARCHIVE_ENV, jvm_archive, spark_home
 from operators.query.session import (
-    JVM_ARCHIVE_ENV,
     JVM_ARCHIVE_KEYS,
     LOOPBACK_ENV,
     SessionOptions,
@@ -60,8 +62,32 @@ def test_the_drivers_and_executors_jvms_map_the_class_archive_the_image_names(
 
 
 def test_without_an_archive_the_jvms_start_as_spark_starts_them(tmp_path: Path) -> None:
-    assert jvm_archive_conf({}) == {}
-    assert jvm_archive_conf({JVM_ARCHIVE_ENV: str(tmp_path / "gone.jsa")}) == {}
+    installed = tmp_path / "installed.jsa"
+    assert jvm_archive_conf({}, installed) == {}
+    assert jvm_archive_conf({JVM_ARCHIVE_ENV: str(tmp_path / "gone.jsa")}, installed) == {}
+    installed.write_bytes(b"archive")
+    # set but empty: off, even where the install has one
+    assert jvm_archive_conf({JVM_ARCHIVE_ENV: ""}, installed) == {}
+
+
+def test_a_local_run_maps_the_installs_archive_while_it_is_newer_than_pysparks_jars(
+    tmp_path: Path
+) -> None:
+    """Unset, the variable leaves the install's archive (hack/jvm-archive/build.sh's) to a local
+    run: the demo's and a runner's driver and executors, the mini-cluster's master and workers.
+    An archive older than PySpark's jars was dumped on other jars: it is left alone."""
+    installed = tmp_path / "spark-classes.jsa"
+    installed.write_bytes(b"archive")
+    jars = spark_home() / "jars"
+    ahead = jars.stat().st_mtime + 60
+    os.utime(installed, (ahead, ahead))
+    assert jvm_archive({}, installed) == installed
+    for key in JVM_ARCHIVE_KEYS:
+        assert jvm_archive_conf({}, installed)[key] == f"-XX:SharedArchiveFile={installed}"
+    stale = jars.stat().st_mtime - 60
+    os.utime(installed, (stale, stale))
+    assert jvm_archive({}, installed) is None
+    assert jvm_archive_conf({}, installed) == {}
 
 
 def test_a_job_cannot_set_the_flags_that_carry_the_archive() -> None:
