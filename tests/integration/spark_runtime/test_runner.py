@@ -305,13 +305,16 @@ def _metric(text: str, name: str, labels: str = 'job="rt"') -> float | None:
     return None if line is None else float(line.rsplit(" ", 1)[1])
 
 
-def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_runner, tmp_path):
+def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_runner, cluster,
+                                                                          tmp_path, monkeypatch):
     """Spark 4 posts no progress event for a trigger without new data, only ``onQueryIdle``.
     The runner ignored it: once the input stopped, the arrival rate stayed at the last batch's
     value for ever, and a runner resumed on a checkpoint with nothing new to read had an
     unknown backlog. The controller read either as "no batch committed while data waits" and
     restarted an idle job again and again (seen in CI on the real-pod tier, after a recovery
-    that ended after the trace)."""
+    that ended after the trace). Its first runner also shows that a local run's JVMs map the
+    install's class archive (:func:`assert_the_jvms_map_the_installs_archive`: one runner fewer
+    to start in the suite)."""
     job = write_job(tmp_path / "job")
     (tmp_path / "job" / "trace.csv").write_text("t,input_rate\n0,2000\n4,0\n", encoding="utf-8")
     waiting = ("stream_autoscaler_arrival_rows_per_second", "stream_autoscaler_backlog_records")
@@ -319,7 +322,8 @@ def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_
     def nothing_waits(s: dict[str, Any]) -> bool:
         return s["rates"]["arrival_rows_per_second"] == 0 and s["backlog"]["records"] == 0
 
-    r = start_runner(job, max_executors=1)
+    before = set(_java_processes())
+    r = start_runner(job, env=without_the_lanes_archive(monkeypatch), max_executors=1)
     # Every record read first: a batch planned before the trace's 4 s are over also leaves
     # nothing waiting (its backlog is what was there when it was planned), then the next batch
     # reads the rest -- a fast start-up made that the rule on a quiet machine.
@@ -327,6 +331,7 @@ def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_
                 and (_metric(r.metrics(), "stream_autoscaler_input_rows_total") or 0) >= 8_000,
                 120, "all 8,000 records read, then arrival and backlog 0")
     assert all(_metric(r.metrics(), m) == 0 for m in waiting), r.metrics()
+    assert_the_jvms_map_the_installs_archive(r, cluster, before)
     last = st["lastCommittedBatch"]
     assert r.stop() == 0
 
@@ -441,30 +446,35 @@ def _maps(pid: int, path: Path) -> bool:
     return str(path) in Path(f"/proc/{pid}/maps").read_text(errors="replace")
 
 
-def test_a_local_runners_jvms_map_the_installs_class_archive(start_runner, cluster, tmp_path,
-                                                            monkeypatch):
-    """A local run (the demo, ``runner --master spark://``) gives its driver's and executors'
-    JVMs the install's class archive (hack/jvm-archive/build.sh's, with no variable set:
-    operators/query/cluster.py::jvm_archive), and the mini-cluster its master and workers. The
-    lanes hand their JVMs the same archive through JAVA_TOOL_OPTIONS; the runner here starts
-    without that flag, so what maps it in its driver is the runner's own conf, and each
-    executor's command line carries the flag from ``spark.executor.defaultJavaOptions``."""
-    from operators.query.cluster import INSTALL_JVM_ARCHIVE, JVM_ARCHIVE_ENV, jvm_archive
-    from tests.realcomponents import unavailable
+def without_the_lanes_archive(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A runner's environment without the class archive the lanes hand every JVM through
+    JAVA_TOOL_OPTIONS (hack/test.sh), and with no archive named: what maps it in the runner's
+    JVMs is then the runner's own conf (operators/query/cluster.py::jvm_archive)."""
+    from operators.query.cluster import JVM_ARCHIVE_ENV
 
     monkeypatch.delenv(JVM_ARCHIVE_ENV, raising=False)
+    return {"JAVA_TOOL_OPTIONS": " ".join(
+        o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split()
+        if not o.startswith("-XX:SharedArchiveFile="))}
+
+
+def assert_the_jvms_map_the_installs_archive(runner: Any, cluster: Any, before: set[int]) -> None:
+    """A local run (the demo, ``runner --master spark://``) gives its driver's and executors'
+    JVMs the install's class archive (hack/jvm-archive/build.sh's), and the mini-cluster its
+    master and workers: the driver maps it (its ``/proc/<pid>/maps``), each executor started
+    since ``before`` (the JVMs' PIDs then) maps it and carries the flag from
+    ``spark.executor.defaultJavaOptions`` on its command line, and each worker from
+    ``SPARK_DAEMON_JAVA_OPTS``."""
+    from operators.query.cluster import INSTALL_JVM_ARCHIVE, jvm_archive
+    from tests.realcomponents import unavailable
+
     archive = jvm_archive({})
     if archive is None:
         unavailable(f"no class archive at {INSTALL_JVM_ARCHIVE} newer than PySpark's jars "
                     "(hack/jvm-archive/build.sh)")
     flag = f"-XX:SharedArchiveFile={archive}"
-    tool_options = " ".join(o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split()
-                            if not o.startswith("-XX:SharedArchiveFile="))
-    before = set(_java_processes())
-    r = start_runner(write_job(tmp_path / "job"), env={"JAVA_TOOL_OPTIONS": tool_options},
-                     max_executors=1)
-    r.wait(lambda s: s["lastCommittedBatch"] is not None, 120, "a first commit")
-    new = {pid: cmd for pid, cmd in _java_processes().items() if pid not in before}
+    jvms = _java_processes()
+    new = {pid: cmd for pid, cmd in jvms.items() if pid not in before}
     drivers = [pid for pid, cmd in new.items() if "org.apache.spark.deploy.SparkSubmit" in cmd]
     executors = [pid for pid, cmd in new.items() if "CoarseGrainedExecutorBackend" in cmd]
     assert len(drivers) == 1 and executors, new
@@ -473,6 +483,4 @@ def test_a_local_runners_jvms_map_the_installs_class_archive(start_runner, clust
         assert flag in new[pid], new[pid]
         assert _maps(pid, archive), f"executor {pid} did not map {archive}"
     workers = [p.popen.pid for p in cluster._procs]
-    daemons = _java_processes()
-    assert all(flag in daemons[pid] for pid in workers), [daemons.get(p) for p in workers]
-    assert r.stop() == 0
+    assert all(flag in jvms[pid] for pid in workers), [jvms.get(p) for p in workers]
