@@ -322,7 +322,6 @@ def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_
     def nothing_waits(s: dict[str, Any]) -> bool:
         return s["rates"]["arrival_rows_per_second"] == 0 and s["backlog"]["records"] == 0
 
-    before = set(_java_processes())
     r = start_runner(job, env=without_the_lanes_archive(monkeypatch), max_executors=1)
     # Every record read first: a batch planned before the trace's 4 s are over also leaves
     # nothing waiting (its backlog is what was there when it was planned), then the next batch
@@ -331,7 +330,7 @@ def test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart(start_
                 and (_metric(r.metrics(), "stream_autoscaler_input_rows_total") or 0) >= 8_000,
                 120, "all 8,000 records read, then arrival and backlog 0")
     assert all(_metric(r.metrics(), m) == 0 for m in waiting), r.metrics()
-    assert_the_jvms_map_the_installs_archive(r, cluster, before)
+    assert_the_jvms_map_the_installs_archive(r, cluster)
     last = st["lastCommittedBatch"]
     assert r.stop() == 0
 
@@ -426,19 +425,31 @@ def test_a_repartition_skips_the_batch_in_flight_that_no_reader_saw(start_runner
     _verify(job, local_spark)
 
 
-def _java_processes() -> dict[int, str]:
-    """Every JVM on the machine by PID: its command line, arguments joined by spaces."""
-    found: dict[int, str] = {}
+def _processes() -> dict[int, tuple[int, str]]:
+    """Every process on the machine by PID: its parent's PID and its command line (arguments
+    joined by spaces). One that ends while it is read is left out."""
+    found: dict[int, tuple[int, str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            stat = (entry / "stat").read_text()
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if cmdline.split(" ", 1)[0].endswith("java"):
-            found[int(entry.name)] = cmdline
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+        found[int(entry.name)] = (ppid, cmdline)
     return found
+
+
+def _descendants(roots: list[int], procs: dict[int, tuple[int, str]]) -> dict[int, str]:
+    """The processes below ``roots`` (not the roots), by PID: their command lines."""
+    below: dict[int, str] = {}
+    frontier = set(roots)
+    while frontier:
+        frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier}
+        below.update({pid: procs[pid][1] for pid in frontier})
+    return below
 
 
 def _maps(pid: int, path: Path) -> bool:
@@ -458,13 +469,14 @@ def without_the_lanes_archive(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
         if not o.startswith("-XX:SharedArchiveFile="))}
 
 
-def assert_the_jvms_map_the_installs_archive(runner: Any, cluster: Any, before: set[int]) -> None:
+def assert_the_jvms_map_the_installs_archive(runner: Any, cluster: Any) -> None:
     """A local run (the demo, ``runner --master spark://``) gives its driver's and executors'
     JVMs the install's class archive (hack/jvm-archive/build.sh's), and the mini-cluster its
-    master and workers: the driver maps it (its ``/proc/<pid>/maps``), each executor started
-    since ``before`` (the JVMs' PIDs then) maps it and carries the flag from
+    master and workers: the runner's driver JVM maps it (its ``/proc/<pid>/maps``), each
+    executor the cluster's workers run maps it and carries the flag from
     ``spark.executor.defaultJavaOptions`` on its command line, and each worker from
-    ``SPARK_DAEMON_JAVA_OPTS``."""
+    ``SPARK_DAEMON_JAVA_OPTS``. Only this runner's and this cluster's processes are read: the
+    other lane's JVMs start and end beside them."""
     from operators.query.cluster import INSTALL_JVM_ARCHIVE, jvm_archive
     from tests.realcomponents import unavailable
 
@@ -473,14 +485,22 @@ def assert_the_jvms_map_the_installs_archive(runner: Any, cluster: Any, before: 
         unavailable(f"no class archive at {INSTALL_JVM_ARCHIVE} newer than PySpark's jars "
                     "(hack/jvm-archive/build.sh)")
     flag = f"-XX:SharedArchiveFile={archive}"
-    jvms = _java_processes()
-    new = {pid: cmd for pid, cmd in jvms.items() if pid not in before}
-    drivers = [pid for pid, cmd in new.items() if "org.apache.spark.deploy.SparkSubmit" in cmd]
-    executors = [pid for pid, cmd in new.items() if "CoarseGrainedExecutorBackend" in cmd]
-    assert len(drivers) == 1 and executors, new
+    procs = _processes()
+    drivers = [pid for pid, cmd in _descendants([runner.proc.pid], procs).items()
+               if "org.apache.spark.deploy.SparkSubmit" in cmd]
+    workers = [p.popen.pid for p in cluster._procs if p.name.startswith("worker")]
+    executors = {pid: cmd for pid, cmd in _descendants(workers, procs).items()
+                 if "CoarseGrainedExecutorBackend" in cmd}
+    assert len(drivers) == 1 and executors, (drivers, executors)
     assert _maps(drivers[0], archive), f"the driver JVM did not map {archive}"
-    for pid in executors:
-        assert flag in new[pid], new[pid]
-        assert _maps(pid, archive), f"executor {pid} did not map {archive}"
-    workers = [p.popen.pid for p in cluster._procs]
-    assert all(flag in jvms[pid] for pid in workers), [jvms.get(p) for p in workers]
+    checked = 0
+    for pid, cmd in executors.items():
+        assert flag in cmd, cmd
+        try:
+            mapped = _maps(pid, archive)
+        except FileNotFoundError:  # an earlier test's executor that ended since: not this runner's
+            continue
+        assert mapped, f"executor {pid} did not map {archive}"
+        checked += 1
+    assert checked, executors
+    assert all(flag in procs[pid][1] for pid in workers), [procs.get(p) for p in workers]
