@@ -71,8 +71,8 @@ def jvm_archive(environ: Mapping[str, str] | None = None,
     build.sh's own up-to-date check). A JVM whose class path does not start with the one the
     archive was dumped on runs without it and says so in one warning line; the JVM's own check,
     not ours, decides (tests/unit/operators/query/test_session_env.py; the runner's JVMs on the
-    mini-cluster: tests/integration/spark_runtime/test_runner.py::
-    assert_the_jvms_map_the_installs_archive, in
+    mini-cluster: tests/integration/spark_runtime/jvm_archive_check.py::
+    assert_the_jvms_map_the_installs_archive, in test_runner.py::
     test_an_idle_query_reports_nothing_waiting_even_right_after_a_restart)."""
     env = os.environ if environ is None else environ
     if JVM_ARCHIVE_ENV in env:
