@@ -109,14 +109,23 @@ def verify_on_host(shared: Path) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def scaled_in(status: dict[str, Any], scale_ins: ScaleIns, t0: float) -> bool:
+def scaled_in(status: dict[str, Any], scale_ins: ScaleIns, t0: float,
+              driver_lost_at: float | None = None) -> bool:
     """The job is back to what the quiet needs: at the policy's minimum, or scaled in (the
     runner's record read) since its last other action (a run that never acted has nothing to
     scale in). The bursts end in a light tail, so the engine scales in once its stabilization
-    window has passed; a run that ended before would report half a burst."""
+    window has passed; a run that ended before would report half a burst.
+
+    With the driver's node lost (``driver_lost_at``, unix time), only the actions before the
+    loss count: the loss comes once a scale-in has run (:class:`DriverNodeLoss`), and the
+    recovery sizes the job from what status last saw, so waiting for the recovered job to
+    scale in again would wait out another stabilization window for nothing the run reports
+    (held by tests/unit/app/test_kind_burst.py::
+    test_a_scale_in_is_read_from_the_runner_that_did_it_with_the_tasks_failed_around_it)."""
     history = ScalingHistory.model_validate(status.get("history") or {})
     others = [e.time - t0 for e in history.entries
-              if e.kind == "action" and e.reason != "ScaleIn"]
+              if e.kind == "action" and e.reason != "ScaleIn"
+              and (driver_lost_at is None or e.time < driver_lost_at)]
     target = (status.get("executors") or {}).get("target")
     return not others or (target == MIN_EXECUTORS and not scale_ins.pending) or scale_ins.after(
         max(others))
@@ -189,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
                     and lag is not None
                     and lag <= CAUGHT_UP_LAG_SECONDS
                     and failures_done
-                    and scaled_in(status, scale_ins, sampler.t0)
+                    and scaled_in(status, scale_ins, sampler.t0,
+                                  crash.lost_unix if crash is not None and crash.node else None)
                 ):
                     break
             time.sleep(SAMPLE_SECONDS)

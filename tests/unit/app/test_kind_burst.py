@@ -145,6 +145,10 @@ def test_a_scale_in_is_read_from_the_runner_that_did_it_with_the_tasks_failed_ar
         "time": 1_400.0, "kind": "action", "action": "recover", "executors": 3,
         "reason": "RecoverFromFailure"}]}  # fmt: skip
     assert not scaled_in({"history": later}, ins, t0)
+    # ... unless it recovered from the driver's node lost after that scale-in: the scale-in
+    # before the loss is the run's
+    assert scaled_in({"history": later}, ins, t0, driver_lost_at=1_390.0)
+    assert not scaled_in({"history": later}, ins, t0, driver_lost_at=1_410.0)
     # a run that never acted has nothing to scale in
     assert scaled_in({}, ScaleIns(cast(Kubectl, kubectl)), t0)
 
