@@ -13,7 +13,14 @@ from collections.abc import Callable, Generator
 import pytest
 
 from tests import lanes
-from tests.timing import ProcessCpu, TierClock, machine_busy_seconds, session_probe, tier_of
+from tests.timing import (
+    STORY_PHASES,
+    ProcessCpu,
+    TierClock,
+    machine_busy_seconds,
+    session_probe,
+    tier_of,
+)
 
 _CLOCK = TierClock()
 _PROCESSES = ProcessCpu()
@@ -67,6 +74,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("slowest tests (wall, the machine's CPU share over it)")
     for line in _CLOCK.slowest():
         terminalreporter.write_line(line)
+    if STORY_PHASES:
+        terminalreporter.section("story phases (seconds on each story's clock)")
+        for line in STORY_PHASES:
+            terminalreporter.write_line(line)
     terminalreporter.section("time per tier")
     for line in _CLOCK.lines():
         terminalreporter.write_line(line)

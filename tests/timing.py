@@ -202,6 +202,21 @@ class TierClock:
         return f"{tier:30} {tests:5d} {wall:8.1f} {cpu_s} {share} {budget_s}"
 
 
+STORY_PHASES: list[str] = []
+"""One line per long story that recorded its phases (:func:`story_phases`), printed at the end
+of the run whether the story passed or not: a passing story's output is captured, and where its
+minutes went is what a cut of the suite's time starts from."""
+
+
+def story_phases(story: str, marks: dict[str, float | None]) -> str:
+    """Records (and returns) ``story``'s line: each mark in seconds on the story's own clock, in
+    the order given; a mark that never came is said as such (tests/unit/test_timing.py)."""
+    said = [f"{name} {'never' if t is None else f'{t:.0f}'}" for name, t in marks.items()]
+    line = f"{story}: " + ", ".join(said)
+    STORY_PHASES.append(line)
+    return line
+
+
 _VERSION_SUFFIX = re.compile(r"-v?\d[\w.]*$")
 _CLASSPATH_OPTIONS = {"-cp", "-classpath", "--class-path", "--module-path", "-p"}
 

@@ -137,3 +137,14 @@ def test_cpu_by_process_counts_from_the_first_read_or_birth_and_follows_an_exec(
 )
 def test_a_bound_stretches_with_a_slow_machine_and_never_shrinks(probe, factor) -> None:
     assert slow_factor(probe) == pytest.approx(factor)
+
+
+def test_a_storys_phases_are_one_line_in_order_with_a_missing_mark_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests import timing
+
+    monkeypatch.setattr(timing, "STORY_PHASES", [])
+    line = timing.story_phases("kind-burst", {"first action": 44.5, "crash": None, "end": 790.2})
+    assert line == "kind-burst: first action 44, crash never, end 790"
+    assert [line] == timing.STORY_PHASES

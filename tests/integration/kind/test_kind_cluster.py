@@ -48,7 +48,7 @@ from app.kind_burst_watch import Kubectl
 from tests import lanes
 from tests.integration.kind.cluster import CLUSTER, TIER
 from tests.realcomponents import REPO, unavailable
-from tests.timing import bound
+from tests.timing import bound, story_phases
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
@@ -65,9 +65,14 @@ def kind() -> Iterator[Kind]:
     when other tiers run first in this session), deleted at the end of the module."""
     if os.geteuid() != 0:
         unavailable("kind needs root here (dockerd and debootstrap for its node image)")
+    t = time.monotonic()
     lanes.wait_for_node_tier()  # the pod stories take turns (tests/lanes.py)
+    waited = time.monotonic() - t
     rc, out = TIER.wait()
     print(out[-3000:])
+    story_phases("kind tier", {"waited for the node tier": waited,
+                               "then for kind up": time.monotonic() - t - waited,
+                               "kind up in all": time.monotonic() - TIER.started})
     try:
         assert rc == 0, out[-6000:]
         yield Kind(f"kind-{CLUSTER}", str(REPO / ".kind" / "bin" / "kubectl"), TIER.shared)
@@ -245,9 +250,38 @@ def losses(kind: Kind, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         "controller_kill", "scale_ins", "node_loss", "executor_kill", "driver_node_loss",
         "actions", "slo_violation_seconds", "max_lag_seconds")},
         indent=1))
+    print(story_phases("kind-burst with losses", loss_story_marks(summary, time.monotonic() - t)))
     assert run.returncode == 0, run.stderr[-3000:]
     assert summary["exactly_once"] is True and summary["caught_up"] is True
     return summary
+
+
+def loss_story_marks(summary: dict[str, Any], total: float) -> dict[str, float | None]:
+    """Where the loss story's minutes went, on its run's clock, in time order: each failure and
+    what ended it, the scale-ins, the run's end (kind-burst's loop) and the end of the verifier
+    and report."""
+
+    def after(failure: str, start: str, mark: str) -> float | None:
+        f = summary.get(failure) or {}
+        return None if f.get(mark) is None else f[start] + f[mark]
+
+    actions = summary.get("actions") or []
+    kill = summary.get("controller_kill") or {}
+    marks = {
+        "first action": float(actions[0].split(" s ", 1)[0]) if actions else None,
+        "leader killed": kill.get("killed_at_s"),
+        "its action done": after("controller_kill", "killed_at_s", "action_done_after_s"),
+        "worker lost": (summary.get("node_loss") or {}).get("lost_at_s"),
+        "lag under the SLO": after("node_loss", "lost_at_s", "lag_under_slo_after_s"),
+        "executor killed": (summary.get("executor_kill") or {}).get("killed_at_s"),
+        **{f"scale-in {i + 1}": d.get("at_s") for i, d in enumerate(summary.get("scale_ins")
+                                                                    or [])},
+        "driver's node lost": (summary.get("driver_node_loss") or {}).get("lost_at_s"),
+        "its first commit": after("driver_node_loss", "lost_at_s", "first_commit_after_s"),
+        "caught up and ended": summary.get("duration_seconds"),
+        "verified and reported": total,
+    }
+    return dict(sorted(marks.items(), key=lambda kv: float("inf") if kv[1] is None else kv[1]))
 
 
 def test_the_leading_controller_killed_mid_action_the_standby_finishes_it_once(

@@ -45,6 +45,7 @@ from tests.integration.node.pods import (
     runner_status,
     uninstall,
 )
+from tests.timing import story_phases
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
@@ -229,6 +230,7 @@ def test_an_unmodified_kafka_script_on_real_pods_repartitions_and_recovers_exact
     finally:
         gen.stop_event.set()
         figures["marks"] = story.marks
+        story_phases("the script story on pods", dict(story.marks))
         figures["events"] = story.reasons()
         print(json.dumps(figures, indent=1, default=str))
         (REPO / "out").mkdir(exist_ok=True)
