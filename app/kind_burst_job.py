@@ -17,10 +17,12 @@ SHARED_PATH = "/var/lib/stream-autoscaler/shared"
 RUNNER_UID = 10001
 """The image's user (the chart's podSecurityContext): it must write the host directory."""
 
-TRACE = "t,input_rate\n0,1500\n20,40000\n110,400\n180,12000\n260,400\n4000,0\n100000,0\n"
-"""Records/s by second since the query started: a burst that one 0.5-CPU executor cannot keep up
-with (~30,000 records/s on this machine's fastest day), a lull long enough for a scale-in (the
-policy's 30 s stabilization and 16 s cooldown), a smaller burst, then a light tail (400/s) past
+TRACE = "t,input_rate\n0,1500\n20,40000\n65,400\n180,12000\n260,400\n4000,0\n100000,0\n"
+"""Records/s by second since the query started: a 45 s burst that one 0.5-CPU executor cannot
+keep up with (~30,000 records/s on this machine's fastest day; the engine's first action comes
+~25 s into it, the controller's kill in that action, and the lost worker after it, while the
+backlog of 1-2 million records drains), a lull long enough for a scale-in (the policy's 30 s
+stabilization and 16 s cooldown), a smaller burst, then a light tail (400/s) past
 any run's end (:data:`app.kind_burst.MAX_WAIT_SECONDS`, stretched up to 3x by the kind tier on a
 slow machine: ``tests.timing.bound``): a recovery that comes after the bursts
 always has records to commit a batch of (with none arriving, no batch follows a restart and
