@@ -46,12 +46,13 @@ FIRST_SIM=(tests/unit/simulator/test_oracle_plus.py) # beside the rest of FIRST 
 # end is the kind tier's start), and the Spark runtime tier's application stories (LANE_A_TOO:
 # users' scripts, on a mini-cluster of their own, the package's fixtures) ride with the test bed
 # after it, so that the Spark lane reaches its kind tier about when the node tier has ended and
-# the lanes end together (the figures: docs/benchmark.md, suite time). The metrics, pipelines
-# and report tiers ride with the test bed too (the S3 tier's runners are subprocesses; the
-# metrics tier has no Spark).
-LANE_A=(tests/integration/node tests/integration/k8s tests/integration/s3 tests/integration/metrics
+# the lanes end together (the figures: docs/benchmark.md, suite time). The pipelines and report
+# tiers ride with the test bed too (the S3 tier's runners are subprocesses); the metrics tier (no
+# JVM, a Prometheus of its own) ends the Spark lane, after the kind tier's cluster is deleted.
+LANE_A=(tests/integration/node tests/integration/k8s tests/integration/s3
   tests/integration/spark_pipelines tests/integration/report)
-LANE_B=(tests/integration/kafka tests/integration/spark_runtime tests/integration/kind)
+LANE_B=(tests/integration/kafka tests/integration/spark_runtime tests/integration/kind
+  tests/integration/metrics)
 LANE_A_TOO=tests/integration/spark_runtime/test_applications.py # in lane A, not B's folder
 LAST=(tests/e2e)  # and the lanes' closed loops
 # The closed loops (pytest -m closed_loop: the lanes' tiers and the demo) run in phase 3.
