@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from controller.core.capacity import CapacityModel, Layout, sized_layouts
 from controller.core.decision import Sizing
 from controller.core.diagnosis import source_partitions_needed
+from controller.core.inflight import processed_bound
 from controller.core.inputs import Inputs
 from controller.core.reasons import Reason
 from controller.core.repartition import (
@@ -126,12 +127,16 @@ def drain_seconds(backlog: float, arrival: float, capacity: float) -> float | No
 
 def evident_overload(x: Inputs, model: CapacityModel) -> bool:
     """The evidence for a large step is all measured: the arrival (the source's offsets), the
-    processed rate below it (the backlog grows), and the executors busy past
+    processed rate below it (the backlog grows; with no batch committed in the window, the
+    running batch's records over its age bound it from above,
+    :func:`~controller.core.inflight.processed_bound`), and the executors busy past
     ``utilization.high`` at the arrival alone. Then the growth factor does not apply: a 10x step
     sized x4 per action pays two restarts and a minute of lag where one gets there
-    (``test_sizing.py::test_an_evident_overload_goes_to_the_needed_size_in_one_action``)."""
+    (``test_sizing.py::test_an_evident_overload_goes_to_the_needed_size_in_one_action``; a job
+    started into a burst: ``test_engine.py``, "a job started into a burst")."""
     s = x.snapshot
-    if s.arrival_rate is None or s.processed_rate is None or s.arrival_rate <= s.processed_rate:
+    processed = processed_bound(s)
+    if s.arrival_rate is None or processed is None or s.arrival_rate <= processed:
         return False
     if not (s.backlog_records or 0.0) > 0:
         return False
