@@ -27,6 +27,19 @@ the SLO's budget reads. A 10x step held 30 minutes on 16 executors otherwise rea
 cap each batch at 99% of the arrival, and the lag never comes back
 (``test_unseen_loads.py::test_a_ten_fold_step_is_never_held_below_its_arrival``).
 
+Where no batch the SLO allows carries the catch-up (a step beyond what the source's partitions
+read fast enough to drain in ``lag.catchUpSeconds``), the whole budget is not the answer either:
+the first batch after the restart holds the oldest record, already ``age + downtime`` old when
+the query is back, until it commits, and a 15 s batch then puts the lag past the SLO however
+fast the job drains afterwards. Each later batch's oldest record is younger by what the batch's
+surplus over the arrival drained, so the peaks fall at that surplus. The span is then the one
+of whole triggers (from :data:`ADMISSION_BATCH_TRIGGERS` to the budget) whose batches bring the
+lag under the SLO soonest (:func:`soonest_under_slo`): the longest whose first commit comes
+within the SLO, else the one trading the first peak against the drain best. A 10x step held 30
+minutes, source-bound at 114k records/s against 100k arriving, then stays within its SLO after
+its restart (``test_admission.py::test_a_cap_out_of_the_catch_ups_reach_commits_within_the_slo``,
+``make bench``'s step-10x-held).
+
 A source reads its rate limit when its query starts, so the cap travels with the actions that
 start one: a repartition (the runner's ``POST /repartition``) and a recovery (the new driver's
 ``--max-records-per-batch``). The runner keeps the lower of it and the job's own cap. No new
@@ -84,6 +97,9 @@ class Admission(NamedTuple):
     reach_rate: float
     overloaded: bool
     sustains: float | None = None
+    lag_at_start: float | None = None
+    """Set when no batch the SLO allows carries ``sustains``: the lag the restart leaves, which
+    the span was chosen for (:func:`soonest_under_slo`)."""
 
 
 def needed_rate(x: Inputs) -> float | None:
@@ -108,13 +124,51 @@ def sustaining_records(needed: float, fixed_seconds: float, seconds_per_record: 
     return needed * max(fixed_seconds, 0.0) / room
 
 
+def soonest_under_slo(
+    x: Inputs, fixed: float, per_record: float, lag_at_start: float
+) -> float | None:
+    """The span (s) of the capped batches that brings the lag under the SLO soonest after a
+    restart that leaves the oldest record ``lag_at_start`` old, or None when no span of whole
+    triggers carries more than the arrival (the budget then keeps the throughput).
+
+    A batch of ``d`` seconds reads ``(d - fixed) / per_record`` records; its surplus share over
+    the arrival ``a`` is ``s(d) = records / (d a) - 1``. The first commit comes at
+    ``lag_at_start + d`` plus one trigger (the wait for the batch after it), and every batch
+    after it lowers the peak by ``d s(d)``, i.e. the peaks fall at ``s(d)`` per second: the lag
+    is over the SLO for about ``max(0, lag_at_start + d + trigger - SLO) / s(d)`` seconds. The
+    span with the least of that wins; among spans with none, the longest (the fastest drain)."""
+    s, slo = x.snapshot, x.policy.lag.slo_seconds
+    trigger, arrival = s.trigger_interval_seconds or 0.0, s.arrival_rate
+    if trigger <= 0 or not arrival or per_record <= 0:
+        return None
+    budget = batch_budget_seconds(trigger, slo)
+    spans = [
+        k * trigger for k in range(math.ceil(ADMISSION_BATCH_TRIGGERS), int(budget / trigger) + 1)
+    ]
+    best: tuple[float, float] | None = None  # (seconds over the SLO, -span)
+    for d in spans or [budget]:
+        surplus = (d - fixed) / per_record / (d * arrival) - 1.0
+        if surplus <= 0:
+            continue
+        over = max(0.0, lag_at_start + d + trigger - slo) / surplus
+        if best is None or (over, -d) < best:
+            best = (over, -d)
+    return -best[1] if best is not None else None
+
+
 def _admission(
-    x: Inputs, reach_rate: float, fixed: float = 0.0, per_record: float = 0.0
+    x: Inputs,
+    reach_rate: float,
+    fixed: float = 0.0,
+    per_record: float = 0.0,
+    lag_at_start: float | None = None,
 ) -> Admission | None:
     """The cap at ``reach_rate`` records/s, or None when the rate is unusable (0, inf, NaN).
     With the batch's ``fixed`` seconds and ``per_record`` seconds known (a capacity model),
     raised to carry the arrival plus the catch-up (:func:`sustaining_records`), never past the
-    records a batch of the SLO's budget reads at ``executors.max``."""
+    records a batch of the SLO's budget reads at ``executors.max``; where even that cannot carry
+    the catch-up and the lag the restart leaves is known (``lag_at_start``), the span that
+    brings the lag under the SLO soonest (:func:`soonest_under_slo`)."""
     span = _span(x, reach_rate)
     records = reach_rate * span
     if not math.isfinite(records) or records < 1:
@@ -126,24 +180,41 @@ def _admission(
     trigger = x.snapshot.trigger_interval_seconds or 0.0
     budget = batch_budget_seconds(trigger, x.policy.lag.slo_seconds)
     most = max((budget - fixed) / per_record, records)
-    floor = min(sustaining_records(need, fixed, per_record), most)
+    sustaining = sustaining_records(need, fixed, per_record)
+    floor = min(sustaining, most)
     if floor <= records:
         return Admission(math.ceil(records), span, reach_rate, over)
+    shaped = None
+    if sustaining > most and lag_at_start is not None:
+        soonest = soonest_under_slo(x, fixed, per_record, lag_at_start)
+        if soonest is not None:
+            floor, shaped = max((soonest - fixed) / per_record, records), lag_at_start
     seconds = min(fixed + floor * per_record, budget)
-    return Admission(math.ceil(floor), seconds, reach_rate, over, need)
+    return Admission(math.ceil(floor), seconds, reach_rate, over, need, shaped)
 
 
 def admission_cap(
-    x: Inputs, model: CapacityModel | None, partitions: int | None
+    x: Inputs,
+    model: CapacityModel | None,
+    partitions: int | None,
+    downtime: float | None = None,
 ) -> Admission | None:
     """Records per batch for the query a restart starts at ``partitions`` state partitions;
-    None when the job's cost is unknown (the source's own cap, if any, stays)."""
+    None when the job's cost is unknown (the source's own cap, if any, stays). With the
+    restart's ``downtime`` known, the lag it leaves (the backlog's age plus it) shapes a cap
+    the catch-up cannot reach (:func:`soonest_under_slo`)."""
     if model is None:
         return None
     reach = Layout(x.policy.executors.max, partitions or model.current_partitions, restart=True)
     full = replace(model, gain_share=1.0)
+    age = x.snapshot.backlog_age_seconds
+    lag_at_start = age + downtime if age is not None and downtime is not None else None
     return _admission(
-        x, full.capacity(reach), full.fixed_seconds(reach), full.work_seconds_per_record(reach)
+        x,
+        full.capacity(reach),
+        full.fixed_seconds(reach),
+        full.work_seconds_per_record(reach),
+        lag_at_start,
     )
 
 
@@ -162,6 +233,13 @@ def described(cap: Admission | None, x: Inputs) -> str:
     if cap is None:
         return ""
     at_max = f"a {cap.span_seconds:.3g} s batch at executors.max={x.policy.executors.max}"
+    if cap.sustains is not None and cap.lag_at_start is not None and not cap.overloaded:
+        return (
+            f"; batches capped at {cap.records:,} records after the restart ({at_max}: no batch "
+            f"the SLO allows carries the {cap.sustains:,.0f} records/s of arrival plus catch-up, "
+            f"and with the oldest record ~{cap.lag_at_start:.0f} s old when the query is back "
+            "this length brings the lag under the SLO soonest)"
+        )
     if cap.sustains is not None and not cap.overloaded:
         return (
             f"; batches capped at {cap.records:,} records after the restart ({at_max}: a "

@@ -307,7 +307,9 @@ def scale_out(
         action, reason = Action.SCALE, Reason.SCALE_OUT
         move = f"scale out {n_cur} -> {target} executors"
     note = f"; {plan.limit[1]}" if plan.limit else ""
-    cap = admission_cap(x, model, partitions) if action is Action.REPARTITION else None
+    cap = (
+        admission_cap(x, model, partitions, plan.downtime) if action is Action.REPARTITION else None
+    )
     return Decision(
         action=action,
         reason=reason,

@@ -18,6 +18,7 @@ from controller.core.admission import (
     ADMISSION_BATCH_TRIGGERS,
     admission_cap,
     described,
+    soonest_under_slo,
     sustaining_records,
 )
 from controller.core.capacity import CapacityModel, Layout
@@ -181,6 +182,49 @@ def test_a_cap_near_reach_is_raised_to_carry_arrival_and_catch_up() -> None:
     assert carried >= cap.sustains * 0.999
     assert ADMISSION_BATCH_TRIGGERS < cap.span_seconds <= 15.0
     assert "a shorter one would carry less than the" in described(cap, x)
+
+
+def test_a_cap_out_of_the_catch_ups_reach_commits_within_the_slo() -> None:
+    """97% of what executors.max reaches arrives and a large pile waits: no batch the SLO allows
+    carries the catch-up. The whole budget (15 s) would hold the oldest record, ~22 s old when
+    the query is back, until 37 s: past the 30 s SLO. The cap takes the longest whole-trigger
+    batch whose first commit (plus the trigger after it) stays within the SLO, and it still
+    carries more than the arrival; without the restart's downtime it is the budget, as before."""
+    base = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=2_000_000, age=10)
+    model = CapacityModel.from_snapshot(base, 30.0)
+    assert model is not None
+    full = replace(model, gain_share=1.0)
+    reach = Layout(8, 4, restart=True)
+    fixed, per = full.fixed_seconds(reach), full.work_seconds_per_record(reach)
+    snap = base.model_copy(update={"arrival_rate": 0.97 * _full_rate_at_max(base, 4)})
+    x = Inputs(snap, policy(), ScalingHistory(), NOW)
+
+    blind = admission_cap(x, model, 4)
+    assert blind is not None and blind.span_seconds == pytest.approx(15.0)
+    assert blind.lag_at_start is None
+
+    cap = admission_cap(x, model, 4, downtime=12.0)
+    assert cap is not None and cap.lag_at_start == pytest.approx(22.0)
+    assert not cap.overloaded and cap.sustains is not None
+    first_commit = 22.0 + cap.span_seconds + 1.0  # the oldest record's, the next trigger's wait
+    assert first_commit <= 30.0 + 1e-6, cap
+    assert cap.span_seconds == pytest.approx(7.0, abs=0.01)  # the longest such whole trigger
+    carried = cap.records / (fixed + cap.records * per)
+    assert carried > snap.arrival_rate, (carried, snap.arrival_rate)
+    assert "brings the lag under the SLO soonest" in described(cap, x)
+
+
+def test_soonest_under_slo_trades_the_first_peak_against_the_drain() -> None:
+    """Where every span's first commit is past the SLO, neither the shortest batch that carries
+    the arrival (a drain too slow) nor the budget (the highest first peak) wins; and no span
+    carrying more than the arrival means no choice (the budget keeps the throughput)."""
+    snap = snapshot(arrival=100_000)
+    x = Inputs(snap, policy(), ScalingHistory(), NOW)
+    fixed, per = 0.3, 8.75e-6  # 114,286 records/s at full use, 0.3 s per batch whatever it reads
+    late = soonest_under_slo(x, fixed, per, lag_at_start=28.0)
+    assert late is not None and 2.0 < late < 15.0, late
+    assert soonest_under_slo(x, fixed, per, lag_at_start=10.0) == 15.0  # all the budget: in time
+    assert soonest_under_slo(x, fixed, 1e-5, lag_at_start=10.0) is None  # 100,000/s at most
 
 
 def test_a_recovery_from_the_expected_rate_under_overload_caps_at_the_budget() -> None:

@@ -31,16 +31,19 @@ def _run(trace: str, names: list[str]):  # type: ignore[no-untyped-def]
 def test_a_ten_fold_step_is_never_held_below_its_arrival() -> None:
     """A restart's admission cap used to be two triggers' worth at executors.max; each capped
     batch paid its fixed time and carried 99% of the arrival, so the lag sat at 60-77 s for
-    the whole 30 minutes. Now every capped batch carries the arrival plus the catch-up: the
-    lag is back under the SLO within the first ten minutes of the step and stays there, and
-    the engine does no worse than the Flink rule."""
+    the whole 30 minutes. Then every capped batch carried the arrival plus as much catch-up as
+    the SLO's whole batch budget reads, and the first 15 s batch after the restart put the lag
+    at 36 s. Now the batches are as long as keeps their first commit within the SLO (the
+    source's 8 partitions read 114k records/s against 100k arriving, so no batch carries the
+    catch-up): the lag stays under the SLO from the restart on, and the engine has at most
+    half the Flink rule's time over it (the target of ``make bench``)."""
     cmp = _run("step-10x-held.csv", ["engine", "flink"])
     engine = cmp.runs["engine"]
     slo = POLICY.lag.slo_seconds
     held = [s for s in engine.samples if 720 <= s.t <= 1920]
     assert held and max(s.lag_seconds for s in held) < slo
     ours, flink = (cmp.summaries[n]["slo_violation_seconds"] for n in ("engine", "flink"))
-    assert ours <= flink * 1.01, (ours, flink)
+    assert ours <= 0.5 * flink, (ours, flink)
 
 
 def test_a_held_steps_catch_up_surplus_goes_once_the_backlog_is_drained() -> None:
