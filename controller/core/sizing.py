@@ -133,7 +133,7 @@ def evident_overload(x: Inputs, model: CapacityModel) -> bool:
     ``utilization.high`` at the arrival alone. Then the growth factor does not apply: a 10x step
     sized x4 per action pays two restarts and a minute of lag where one gets there
     (``test_sizing.py::test_an_evident_overload_goes_to_the_needed_size_in_one_action``; a job
-    started into a burst: ``test_engine.py``, "a job started into a burst")."""
+    started into a burst: ``test_first_batch.py``)."""
     s = x.snapshot
     processed = processed_bound(s)
     if s.arrival_rate is None or processed is None or s.arrival_rate <= processed:

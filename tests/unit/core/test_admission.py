@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,16 @@ def _full_rate_at_max(snap: object, partitions: int, executors_max: int = 8) -> 
     model = CapacityModel.from_snapshot(snap, 30.0)  # type: ignore[arg-type]
     assert model is not None
     return replace(model, gain_share=1.0).capacity(Layout(executors_max, partitions, True))
+
+
+def _costs_at_max(snap: Any) -> tuple[CapacityModel, float, float]:
+    """The job's model, and a capped batch's fixed seconds and seconds per record at
+    executors.max (8) over 4 state partitions, at full use (as the cap is sized)."""
+    model = CapacityModel.from_snapshot(snap, 30.0)
+    assert model is not None
+    full = replace(model, gain_share=1.0)
+    reach = Layout(8, 4, restart=True)
+    return model, full.fixed_seconds(reach), full.work_seconds_per_record(reach)
 
 
 def test_a_repartition_caps_the_batches_of_the_query_it_starts() -> None:
@@ -167,11 +178,7 @@ def test_a_cap_near_reach_is_raised_to_carry_arrival_and_catch_up() -> None:
     catch-up of a 50,000-record backlog on top: the cap is raised until a batch does, within
     the budget, and the message says why."""
     base = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=50_000, age=12)
-    model = CapacityModel.from_snapshot(base, 30.0)
-    assert model is not None
-    full = replace(model, gain_share=1.0)
-    reach = Layout(8, 4, restart=True)
-    fixed, per = full.fixed_seconds(reach), full.work_seconds_per_record(reach)
+    model, fixed, per = _costs_at_max(base)
     two = _full_rate_at_max(base, 4) * ADMISSION_BATCH_TRIGGERS
     carried_by_two = two / (fixed + two * per)  # what two triggers' worth carries per second
     snap = base.model_copy(update={"arrival_rate": carried_by_two})  # plus 50k to catch up
@@ -191,11 +198,7 @@ def test_a_cap_out_of_the_catch_ups_reach_commits_within_the_slo() -> None:
     batch whose first commit (plus the trigger after it) stays within the SLO, and it still
     carries more than the arrival; without the restart's downtime it is the budget, as before."""
     base = state_heavy(arrival=12_000, executors=4, partitions=4, backlog=2_000_000, age=10)
-    model = CapacityModel.from_snapshot(base, 30.0)
-    assert model is not None
-    full = replace(model, gain_share=1.0)
-    reach = Layout(8, 4, restart=True)
-    fixed, per = full.fixed_seconds(reach), full.work_seconds_per_record(reach)
+    model, fixed, per = _costs_at_max(base)
     snap = base.model_copy(update={"arrival_rate": 0.97 * _full_rate_at_max(base, 4)})
     x = Inputs(snap, policy(), ScalingHistory(), NOW)
 
