@@ -11,7 +11,7 @@ import pytest
 
 from contracts import manifests
 from contracts.policy import ScalingPolicySpec
-from contracts.trace import load_trace
+from contracts.trace import load_trace, parse_trace
 from controller.core import engine as engine_mod
 from controller.simulator.compare import compare
 from controller.simulator.model import JobModel
@@ -44,6 +44,22 @@ def test_a_ten_fold_step_is_never_held_below_its_arrival() -> None:
     assert held and max(s.lag_seconds for s in held) < slo
     ours, flink = (cmp.summaries[n]["slo_violation_seconds"] for n in ("engine", "flink"))
     assert ours <= 0.5 * flink, (ours, flink)
+
+
+def test_a_step_just_under_what_the_source_reads_gets_the_surplus_that_drains_it() -> None:
+    """A 10.85x step (108,500 records/s) on a source of 8 partitions: 16 executors read 112,000
+    records/s and 20 read 122,500. 16 are 90% of the best capacity, so the old rule took them,
+    and their 3,500 records/s of surplus drained the pile of the step and the restart in minutes:
+    282 s over the SLO (the Flink rule, 16 executors uncapped: 28 s). The surplus over the
+    arrival is what drains a backlog, so where 16 cannot drain it within lag.catchUpSeconds the
+    engine takes the layout giving 90% of the best surplus (``sizing.py::worth_having``): 20
+    executors, and under a minute over the SLO. A step the engine was not tuned on
+    (``make bench-unseen SEED=8``, #9)."""
+    trace = parse_trace("t,load\n0,0.93\n102,10.85\n843,0.93\n1143,0.93\n", "near-the-source")
+    cmp = compare(trace, JobModel(), POLICY, ["engine"])
+    first = cmp.runs["engine"].commands[0][1]
+    assert first.executors is not None and first.executors > 16, first
+    assert cmp.summaries["engine"]["slo_violation_seconds"] < 60, cmp.summaries["engine"]
 
 
 def test_a_held_steps_catch_up_surplus_goes_once_the_backlog_is_drained() -> None:
