@@ -195,11 +195,12 @@ def worth_having(
     cannot drain what waits (the backlog, and for a restart what piles up while it is down)
     within ``lag.catchUpSeconds``: then the fewest of those giving that share that can, or
     where none can, the fewest giving that share of the best one's surplus. Near the arrival a
-    share of the capacity is no rule: at 108,000 records/s arriving, 16 executors carrying
-    112,000 are 90% of 20 carrying 122,000 and drain at a third of their rate. The job's current
-    layout, when it is the fewest, stays: a restart for a sliver of surplus piles up more than
-    the sliver drains (``test_sizing.py::test_best_effort_keeps_a_surplus_that_drains_the_backlog``,
-    ``::test_best_effort_restarts_for_no_sliver_of_surplus``)."""
+    share of the capacity is no rule: at 108,500 records/s arriving, 16 executors carrying
+    112,000 are 90% of 20 carrying 122,500 and drain at a quarter of their rate. The job's
+    current layout, when it is the fewest, stays: a restart for a sliver of surplus piles up
+    more than the sliver drains (``tests/unit/simulator/test_unseen_loads.py::
+    test_a_step_just_under_what_the_source_reads_gets_the_surplus_that_drains_it``,
+    ``::test_a_ramp_past_what_the_source_reads_is_not_restarted_for_a_sliver_of_surplus``)."""
     waiting = max(x.snapshot.backlog_records or 0.0, 0.0)
     within = x.policy.lag.catch_up_seconds
     caps = {o: model.capacity(o) for o in options}
