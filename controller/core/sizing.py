@@ -194,7 +194,8 @@ def worth_having(
     :data:`WORTHWHILE_SHARE` of the best capacity, unless that layout's surplus over the arrival
     cannot drain what waits (the backlog, and for a restart what piles up while it is down)
     within ``lag.catchUpSeconds``: then the fewest of those giving that share that can, or
-    where none can, the fewest giving that share of the best one's surplus. Near the arrival a
+    where none can, the fewest giving that share of the best one's surplus (where no layout
+    sustains the arrival, the share of the capacity rules: there is no surplus). Near the arrival a
     share of the capacity is no rule: at 108,500 records/s arriving, 16 executors carrying
     112,000 are 90% of 20 carrying 122,500 and drain at a quarter of their rate. The job's
     current layout, when it is the fewest, stays: a restart for a sliver of surplus piles up
