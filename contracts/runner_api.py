@@ -126,6 +126,11 @@ class Step(StrEnum):
     """Spark's offline repartition: state read, shuffled and written at the new count."""
     VERIFY = "verify"
     """The new batch's partition count and commit checked, the file sink's log entry added."""
+    PROCESS = "process"
+    """A start's runner process until it starts the job: the interpreter, its imports, the
+    job's spec read (from the process's own start time, where the OS gives it)."""
+    CHECKPOINT = "checkpoint"
+    """A start's checkpoint inspected, locked, and an unfinished repartition rolled back."""
     SESSION = "session"
     """The Spark session (driver JVM, application registered) at a start."""
     EXECUTORS = "executors"

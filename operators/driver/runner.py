@@ -54,7 +54,7 @@ from operators.sources.backlog import backlog_from_progress
 from operators.sources.base import SourceBacklog
 from operators.sources.registry import adapter_for
 from operators.state.inflight import batch_in_flight
-from operators.steps import timed
+from operators.steps import process_seconds, timed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -128,20 +128,25 @@ class JobRunner:
         """Check the checkpoint, create the session, settle executors, start the query."""
         from operators.query.job import spark_conf_for
 
+        steps = self.start_steps
+        ran = process_seconds()  # the interpreter and the imports: before any step here
+        if ran is not None:
+            steps[Step.PROCESS.value] = ran
         loc = self.spec.checkpoint.location
-        state.configure_object_store(spark_conf_for(self.spec))  # s3a://: the job's endpoint
-        info = state.inspect(loc, expected_job=self.name)  # CheckpointError: refuse, no change
-        self._lock_file = state.CheckpointLock(loc)  # held until the process ends
-        if not self._lock_file.held:
-            log.info("object-store checkpoint: no lock; one driver per checkpoint is the "
-                     "deployment's (the controller runs one driver pod)", checkpoint=loc)
-        removed = state.rollback_unfinished(loc)
-        if removed is not None:
-            log.warning("rolled back an unfinished repartition", batch=removed, checkpoint=loc)
+        with timed(steps, Step.CHECKPOINT):
+            state.configure_object_store(spark_conf_for(self.spec))  # s3a://: its endpoint
+            info = state.inspect(loc, expected_job=self.name)  # CheckpointError: refuse
+            self._lock_file = state.CheckpointLock(loc)  # held until the process ends
+            if not self._lock_file.held:
+                log.info("object-store checkpoint: no lock; one driver per checkpoint is the "
+                         "deployment's (the controller runs one driver pod)", checkpoint=loc)
+            removed = state.rollback_unfinished(loc, info)
+            if removed is not None:
+                log.warning("rolled back an unfinished repartition", batch=removed,
+                            checkpoint=loc)
         self.resumed_from_batch = info.last_committed_batch
         self.last_committed_batch = info.last_committed_batch
         self.partitions = info.partitions or self.spec.state_partitions
-        steps = self.start_steps
         with timed(steps, Step.SESSION):
             self.spark = create_session(
                 self.spec, SessionOptions(master=self.options.master,

@@ -18,6 +18,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,10 @@ from operators.state.store import (
 PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 OWNER_FILE = "stream-autoscaler.json"
+OBJECT_STORE_READERS = 16
+"""Commit entries read at once from an object store: Spark keeps ~100 batches of them, one
+request each, and read one after the other they cost a recovered driver on S3 seconds before
+its session starts (docs/benchmark.md, "A start's checkpoint on S3")."""
 
 
 class CheckpointError(OperatorsError, ValueError):
@@ -264,8 +270,8 @@ def _check_logs(cp: CheckpointStore, loc: str, offsets: list[int], commits: list
     if offsets and commits and offsets[-1] > commits[-1] + 1:
         raise CheckpointError(loc, "gap-in-log", f"offsets reach batch {offsets[-1]} but the last "
                               f"commit is {commits[-1]}: more than one batch uncommitted")
-    for batch in commits:
-        path = cp.describe("commits", str(batch))
+
+    def unreadable(batch: int) -> CheckpointError | None:
         try:
             lines = cp.read_text("commits", str(batch)).splitlines()
             if len(lines) < 2 or not lines[0].startswith("v"):
@@ -273,7 +279,17 @@ def _check_logs(cp: CheckpointStore, loc: str, offsets: list[int], commits: list
             if not isinstance(json.loads(lines[1]), dict):
                 raise ValueError("the commit record is not an object")
         except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise _unreadable(loc, "unparsable-commit", path, e) from None
+            return _unreadable(loc, "unparsable-commit", cp.describe("commits", str(batch)), e)
+        return None
+
+    if cp.local or len(commits) < 2:
+        found: Iterable[CheckpointError | None] = map(unreadable, commits)
+    else:  # one request per entry: at once, the first bad one in batch order still named
+        with ThreadPoolExecutor(OBJECT_STORE_READERS, thread_name_prefix="commits") as pool:
+            found = list(pool.map(unreadable, commits))
+    bad = next((e for e in found if e is not None), None)
+    if bad is not None:
+        raise bad
 
 
 def _partition_count(conf: dict[str, Any], loc: str, batch: int) -> int | None:

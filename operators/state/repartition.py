@@ -41,7 +41,13 @@ from typing import TYPE_CHECKING, Any
 from contracts.runner_api import Step
 from operators.errors import OperatorsError, first_line
 from operators.jvm import gateway, jvm
-from operators.state.checkpoint import CheckpointError, inspect, partitions_of, store_of
+from operators.state.checkpoint import (
+    CheckpointError,
+    CheckpointInfo,
+    inspect,
+    partitions_of,
+    store_of,
+)
 from operators.state.rows import committed_keys, state_rows
 from operators.state.store import CheckpointStore
 from operators.steps import timed
@@ -234,13 +240,15 @@ def repartition(
     )
 
 
-def rollback_unfinished(location: str) -> int | None:
+def rollback_unfinished(location: str, info: CheckpointInfo | None = None) -> int | None:
     """Remove an unfinished repartition (``offsets/N+1`` with a new count, no commit) that a
-    crash left behind; returns the batch removed, or None when there was none.
+    crash left behind; returns the batch removed, or None when there was none. ``info``: the
+    checkpoint as just inspected (a start has read it: on an object store a second read is
+    a request per commit entry again).
 
     A normal uncommitted batch (same count) is left alone: Spark replays it on start.
     """
-    info = inspect(location)
+    info = info if info is not None else inspect(location)
     pending, last = info.uncommitted_batch, info.last_committed_batch
     if pending is None or last is None:
         return None

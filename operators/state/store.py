@@ -282,6 +282,15 @@ def _s3(location: str) -> FileSystem:
         kwargs["scheme"] = parsed.scheme or ("https" if ssl else "http")
     if s.get("access.key") and s.get("secret.key"):
         kwargs["access_key"], kwargs["secret_key"] = s["access.key"], s["secret.key"]
+    elif os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
+        # what the default chain would find first, given explicitly: left to the chain, the
+        # SDK also asks the instance metadata service, which a pod with no route to it waits
+        # out for ~6 s at every client (tests/unit/operators/state/test_store.py::
+        # test_keys_in_the_environment_never_wait_for_the_instance_metadata_service)
+        kwargs["access_key"] = os.environ["AWS_ACCESS_KEY_ID"]
+        kwargs["secret_key"] = os.environ["AWS_SECRET_ACCESS_KEY"]
+        if os.environ.get("AWS_SESSION_TOKEN"):
+            kwargs["session_token"] = os.environ["AWS_SESSION_TOKEN"]
     if s.get("path.style.access", "").lower() == "false":
         kwargs["force_virtual_addressing"] = True
     try:

@@ -132,3 +132,34 @@ def test_a_dead_endpoint_or_a_missing_bucket_is_refused_by_name(
     assert out.returncode == 2, out.stderr[-2000:]
     assert "refusing to start" in out.stderr and problem in out.stderr, out.stderr[-2000:]
     assert "Traceback" not in out.stderr
+
+
+def test_a_corrupt_commit_among_many_on_s3_is_named_by_its_batch(s3):
+    """On an object store the commit entries are read at once
+    (``operators.state.checkpoint.OBJECT_STORE_READERS``: a request each, ~100 of them, at
+    every start); the first bad one in batch order is still the one named, and a healthy log
+    still reads as healthy."""
+    from operators.state.checkpoint import OBJECT_STORE_READERS, store_of
+
+    bucket = f"log-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(bucket)
+    loc = f"s3a://{bucket}/cp"
+    state.configure_object_store(hadoop_s3a_conf(s3.endpoint))
+    try:
+        cp = store_of(loc)
+        batches = range(4 * OBJECT_STORE_READERS)
+        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1,
+                "conf": {"spark.sql.shuffle.partitions": "4"}}
+        cp.write_text(json.dumps({"id": "4f1c2d3e-0000-4000-8000-000000000001"}) + "\n",
+                      "metadata")
+        for b in batches:
+            cp.write_text(f"v1\n{json.dumps(meta)}\n{{\"main\": {b * 10}}}\n", "offsets", str(b))
+            cp.write_text('v1\n{"nextBatchWatermarkMs":0}\n', "commits", str(b))
+        assert state.inspect(loc).last_committed_batch == batches[-1]
+        cp.write_text("garbage", "commits", "40")
+        cp.write_text("", "commits", "21")
+        with pytest.raises(state.CheckpointError) as e:
+            state.inspect(loc)
+        assert e.value.problem == "unparsable-commit" and "commits/21" in str(e.value)
+    finally:
+        state.configure_object_store({})

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from contracts.runner_api import Step
-from operators.steps import timed
+from operators.steps import process_seconds, timed
 
 
 def test_a_step_records_its_own_duration_and_a_repeat_adds_up() -> None:
@@ -35,3 +35,18 @@ def test_without_a_dict_the_body_runs_untimed() -> None:
     with timed(None, Step.SNAPSHOT):
         ran.append("body")
     assert ran == ["body"]
+
+
+def test_a_process_knows_how_long_it_has_run() -> None:
+    """A child that sleeps before it asks has run at least that long, and not much longer."""
+    import subprocess
+    import sys
+
+    code = ("import time; time.sleep(1.0); from operators.steps import process_seconds; "
+            "print(process_seconds())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.strip()
+    if process_seconds() is None:
+        assert out == "None"  # no /proc here: unknown, never a guess
+        return
+    assert 1.0 <= float(out) < 30.0, out

@@ -96,3 +96,62 @@ def test_the_lock_is_a_file_lock_locally_and_none_on_an_object_store(tmp_path):
     assert not lock.held
     remote = state.CheckpointLock("s3a://bucket/cp")
     assert not remote.held and remote.path is None
+
+
+IMDS_PROBE = r'''
+import http.server, os, subprocess, sys, threading
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+subprocess.run(["ip", "addr", "add", "169.254.169.254/32", "dev", "lo"], check=True)
+asked = []
+class Imds(http.server.BaseHTTPRequestHandler):
+    def _any(self):
+        asked.append(self.path)
+        self.send_response(404)
+        self.end_headers()
+    do_GET = do_PUT = _any
+    def log_message(self, *a):
+        pass
+server = http.server.ThreadingHTTPServer(("169.254.169.254", 80), Imds)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+from operators.state.store import configure_object_store, open_store
+configure_object_store({"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9"})
+import time
+open_store("s3a://bucket/cp")
+time.sleep(2.0)  # the SDK asks from its own threads too: what it asks within 2 s counts
+ours = len(asked)
+from pyarrow.fs import S3FileSystem
+S3FileSystem(region="us-east-1", endpoint_override="127.0.0.1:9", scheme="http")
+time.sleep(2.0)
+print(ours, len(asked) - ours)
+'''
+
+
+def test_keys_in_the_environment_never_wait_for_the_instance_metadata_service(tmp_path):
+    """With the keys in the environment (a pod given a Secret's keys as variables) the S3
+    client is built with them, so the SDK never asks the instance metadata service: left to
+    its chain it asks for credentials and, with no AWS_REGION in the environment, for the
+    region even when one is given (four requests before this client took the keys), and in
+    a pod with no route to the service each client waited ~6 s; a recovered driver's
+    checkpoint check built several. Checked against a fake service in a private network
+    namespace, which the SDK's own chain does ask (what lets this test see the difference)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.realcomponents import REPO, unavailable
+
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        unavailable("a private network namespace needs root, unshare and ip")
+    script = tmp_path / "imds.py"
+    script.write_text(IMDS_PROBE)
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "key", "AWS_SECRET_ACCESS_KEY": "secret",
+           "PYTHONPATH": str(REPO)}
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED"):
+        env.pop(var, None)  # as in the pod: the keys from a Secret, the region in the job's conf
+    done = subprocess.run(["unshare", "-n", sys.executable, str(script)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ours, chain = map(int, done.stdout.split())
+    assert ours == 0, f"our client asked the metadata service {ours} time(s)"
+    assert chain > 0, "the SDK's chain asked nothing: the probe cannot see the difference"
