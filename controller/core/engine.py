@@ -74,7 +74,7 @@ from controller.core.guards import band, observed_gain_share, scale_in
 from controller.core.inflight import unexplained_age, with_batch_in_flight
 from controller.core.inputs import Inputs
 from controller.core.lost_executors import replace_lost
-from controller.core.reasons import Reason
+from controller.core.reasons import Action, Reason
 from controller.core.sizing import demand, plan, sizing_of
 from controller.core.snapshot import MetricsSnapshot
 from controller.core.taskcost import fixed_task_seconds
@@ -191,12 +191,18 @@ def _without_model(x: Inputs, diagnosis: Diagnosis) -> Decision:
 
 
 def _resize(x: Inputs, model: CapacityModel, diagnosis: Diagnosis) -> Decision:
-    """Lift an admission cap that binds; else size the job (DS2), then let the guards decide
-    whether to act on it."""
+    """Size the job (DS2) and let the guards decide whether to act on it; where an admission
+    cap binds, lift it, unless the sizing restarts the job onto more executors anyway (that
+    restart sizes a new cap for them: a lift at the same size first would cost the job a
+    restart more, a ramp's capped batches also overrunning their trigger:
+    ``test_caplift.py::test_a_cap_that_binds_on_saturated_executors_restarts_the_job_onto_more_of_them``)."""
     lifted = lift(x, model, diagnosis)
-    if lifted is not None:
-        return lifted
     d = demand(x, model)
     p = plan(x, model, d.required, d.arrival)
     decided = band(x, model, d, p, sizing_of(x, model, d, p), diagnosis)
+    if lifted is not None and not (
+        decided.action is Action.REPARTITION
+        and (decided.target_executors or 0) > model.current_executors
+    ):
+        return lifted
     return anticipate(x, model, decided) or decided

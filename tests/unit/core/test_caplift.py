@@ -59,3 +59,26 @@ def test_no_lift_on_a_window_that_spans_the_last_restart() -> None:
     assert soon.reason is not Reason.ADMISSION_CAP_BOUND, soon.message
     later = decide(capped(last_restart_seconds=15.0), POLICY, restarted, NOW + 20)
     assert later.reason is Reason.ADMISSION_CAP_BOUND, later.message
+
+
+def test_a_cap_that_binds_on_saturated_executors_restarts_the_job_onto_more_of_them() -> None:
+    """Capped batches that overrun their trigger: the executors hold the job back as much as
+    the cap. A lift at the same size first, then the scale-out, is a restart more: on a ramp
+    from 0.8x to 9.3x over 145 s (``make bench-unseen SEED=10``, #0) four restarts, 2 -> 4 -> 8,
+    the lift at 8, then 8 -> 16, where the restart onto more executors, which sizes a new cap
+    for them, makes three. Where no more executors may run, the lift stays the move."""
+    from controller.core import StageMetrics
+
+    rows = CAP * 30
+    heavy = capped(batch_seconds=1.6, processed_rate=CAP / 1.6, stages=(
+        StageMetrics(name="source", kind="source", partitions=3, rows=rows,
+                     busy_seconds=rows * 1.6e-5),
+        StageMetrics(name="counts", kind="stateful", partitions=3, rows=rows,
+                     busy_seconds=rows * 3.2e-5, state_bytes=5e7, state_rows=2_000),
+    ))  # fmt: skip
+    grown = decide(heavy, policy(executors={"min": 1, "max": 12}), ScalingHistory(), NOW)
+    assert grown.action is Action.REPARTITION, grown.message
+    assert grown.reason is not Reason.ADMISSION_CAP_BOUND, grown.message
+    assert (grown.target_executors or 0) > 3 and grown.max_records_per_batch, grown.message
+    at_max = decide(heavy, POLICY, ScalingHistory(), NOW)
+    assert at_max.reason is Reason.ADMISSION_CAP_BOUND, at_max.message
