@@ -14,7 +14,11 @@ stateful tasks, where the executor that had run the job takes about a second for
 * a Python job (one task per slot, and more) whose tasks import the modules the job's Python
   workers use: PySpark's worker, pyarrow and the source's module. Python workers are reused
   (``spark.python.worker.reuse``, on by default), so the worker that later reads the source is
-  one that has imported them;
+  one that has imported them. Spark keeps one pool of workers per environment, and its SQL
+  runners add to theirs what its RDD runner does not (``SPARK_SIMPLIFIED_TRACEBACK``, from the
+  session's settings): so the job is an Arrow map over the job's own session, the runner a
+  Python source's reads use (``mapInArrow``), never an RDD's ``mapPartitions``, whose workers
+  no read ever reuses (tests/integration/spark_runtime/test_warmup_workers.py);
 * a one-batch stateful query on a session of its own (``newSession``: the job's session
   settings are untouched): a ``rate-micro-batch`` source counted per key into the state store
   the job uses and Spark's ``noop`` sink, on a throwaway checkpoint: the state store's classes
@@ -36,7 +40,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +50,7 @@ from operators.errors import first_line
 from operators.query.job import CHECKPOINT_MANAGER_KEY
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
 log = structlog.get_logger("operators.query.warmup")
@@ -54,8 +59,14 @@ WARM_ROUNDS = 3
 """Rounds of both warm-ups at most: a round whose tasks all went to other executors (those
 busy with the running query's tasks are not idle, so rarely) is run again."""
 TASKS_PER_SLOT = 4
-"""Tasks of each warm-up per slot of the executors warmed: enough that a slot busy with one of
-the query's tasks when the warm-up starts still finds some when it frees up."""
+"""Tasks of each warm-up per slot of the executors warmed beside a running query: enough that a
+slot busy with one of the query's tasks when the warm-up starts still finds some when it frees
+up."""
+START_TASKS_PER_SLOT = 1
+"""Tasks per slot of a start's warm-up (:func:`warm` with ``stateful=False`` on the executors a
+start or a recovery brings up, while the driver starts the query): no query holds a slot yet,
+so one task each reaches every slot, and the first batch, queued behind it, waits for no more
+than one task per slot."""
 PYTHON_TASK_SECONDS = 0.3
 """Each Python warm-up task lasts at least this: an executor that is warm already (a free slot
 of the one that ran the job) cannot run them all before the new ones take theirs."""
@@ -86,6 +97,9 @@ class WarmResult:
     """Executors that ran a task of the Python warm-up."""
     stateful: set[str] = field(default_factory=set)
     """Executors that ran a task of the stateful warm-up."""
+    stateful_asked: bool = True
+    """Whether the stateful warm-up was asked for (a start's is Python only: its first batch
+    loads the state store on each executor anyway)."""
     rounds: int = 0
     seconds: float = 0.0
     python_seconds: float = 0.0
@@ -96,12 +110,13 @@ class WarmResult:
 
     @property
     def warmed(self) -> list[str]:
-        """Executors that ran both warm-ups."""
-        return [e for e in self.asked if e in self.python and e in self.stateful]
+        """Executors that ran every warm-up asked for."""
+        return [e for e in self.asked if e not in self.cold]
 
     @property
     def cold(self) -> list[str]:
-        return [e for e in self.asked if e not in self.python or e not in self.stateful]
+        return [e for e in self.asked
+                if e not in self.python or (self.stateful_asked and e not in self.stateful)]
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"warmed": self.warmed, "rounds": self.rounds,
@@ -119,30 +134,42 @@ class WarmResult:
 
 
 def python_warmup(modules: tuple[str, ...], min_seconds: float = PYTHON_TASK_SECONDS
-                  ) -> Callable[[Iterable[int]], Iterable[int]]:
-    """The Python warm-up task: import ``modules`` (a missing one is skipped: the job's own
-    workers would fail on it with their own error) in the executor's reused worker, and last
-    at least ``min_seconds``."""
+                  ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The Python warm-up task (``mapInArrow``'s function): import ``modules`` (a missing one is
+    skipped: the job's own workers would fail on it with their own error) in the executor's
+    reused worker, last at least ``min_seconds``, and yield the count of its rows."""
 
-    def task(rows: Iterable[int]) -> Iterable[int]:
+    def task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import contextlib
         import importlib
         import time as clock
+
+        import pyarrow
 
         start = clock.monotonic()
         for name in modules:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
-        count = sum(1 for _ in rows)
+        count = sum(batch.num_rows for batch in batches)
         clock.sleep(max(0.0, min_seconds - (clock.monotonic() - start)))
-        return [count]
+        yield pyarrow.RecordBatch.from_pydict({"rows": [count]})
 
     return task
 
 
+def run_python(spark: SparkSession, tasks: int, modules: tuple[str, ...],
+               min_seconds: float = PYTHON_TASK_SECONDS) -> int:
+    """Run the Python warm-up as ``tasks`` tasks on ``spark`` (the job's session: its workers'
+    environment is the one the job's reads run in); the rows it counted."""
+    rows = (spark.range(0, tasks * 10, 1, tasks)
+            .mapInArrow(python_warmup(modules, min_seconds), "rows long").collect())
+    return sum(int(r["rows"]) for r in rows)
+
+
 def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str],
          cores: int, modules: tuple[str, ...] = (), state_provider: str | None = None,
-         deadline: float | None = None) -> WarmResult:
+         deadline: float | None = None, tasks_per_slot: int = TASKS_PER_SLOT,
+         stateful: bool = True) -> WarmResult:
     """Warm ``executor_ids`` (live executors of ``spark``) with the Python and the stateful
     warm-up, each repeated until every one of them has run its tasks; never raises.
 
@@ -150,19 +177,21 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
     slots, ``modules`` the job's own Python modules (its source's), ``state_provider`` the
     state store class the job uses (None: the session's). ``deadline`` (``time.monotonic()``)
     bounds a warm-up a restart waits for: no part starts after it, the stateful batch gives up
-    at it, and what stayed cold is said (tests/unit/operators/query/test_warmup.py)."""
-    result = WarmResult(asked=list(executor_ids))
+    at it, and what stayed cold is said (tests/unit/operators/query/test_warmup.py).
+    ``tasks_per_slot`` and ``stateful``: :data:`TASKS_PER_SLOT` and both warm-ups beside a
+    running query; :data:`START_TASKS_PER_SLOT` and the Python warm-up alone at a start."""
+    result = WarmResult(asked=list(executor_ids), stateful_asked=stateful)
     if not executor_ids:
         return result
     if out_of_time(deadline):
         result.error = "no time left before the restart"
         return result
     start = time.monotonic()
-    tasks = max(1, TASKS_PER_SLOT * cores * len(executor_ids))
+    tasks = max(1, tasks_per_slot * cores * len(executor_ids))
     group = f"stream-autoscaler-warmup-{uuid.uuid4().hex[:8]}"
     work = tempfile.mkdtemp(prefix="stream-autoscaler-warmup-")
     sc = spark.sparkContext
-    task = python_warmup(tuple(dict.fromkeys((*BASE_MODULES, *modules))))
+    modules = tuple(dict.fromkeys((*BASE_MODULES, *modules)))
     try:
         warm_session = spark.newSession()
         warm_session.conf.set("spark.sql.shuffle.partitions", str(tasks))
@@ -194,7 +223,7 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
                     cancel.daemon = True
                     cancel.start()
                 try:
-                    sc.parallelize(range(tasks * 10), tasks).mapPartitions(task).collect()
+                    run_python(spark, tasks, modules)
                 finally:  # the thread's later jobs (a repartition's) are not the warm-up's
                     if cancel is not None:
                         cancel.cancel()
@@ -203,7 +232,7 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
                 result.python |= executors_of(rest, in_group(f"{group}-{round_}"),
                                               settle_for(deadline))
                 result.python_seconds += time.monotonic() - part
-            if not set(executor_ids) <= result.stateful:
+            if stateful and not set(executor_ids) <= result.stateful:
                 if out_of_time(deadline):
                     result.error = OUT_OF_TIME
                     break

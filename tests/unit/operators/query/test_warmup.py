@@ -65,10 +65,19 @@ def test_an_executor_is_warm_only_once_it_ran_both_warm_ups() -> None:
                                 "error": "boom"}
 
 
+def test_a_start_s_python_only_warm_up_needs_no_stateful_task() -> None:
+    r = WarmResult(asked=["0", "1"], python={"0"}, stateful_asked=False, rounds=1)
+    assert r.warmed == ["0"] and r.cold == ["1"]
+
+
 def test_the_python_task_imports_what_it_can_and_counts_its_rows() -> None:
+    import pyarrow as pa
+
     task = python_warmup(("json", "no_such_module_for_the_warmup"), min_seconds=0.05)
     start = time.monotonic()
-    assert list(task(iter(range(7)))) == [7]
+    batches = [pa.RecordBatch.from_pydict({"id": list(range(n))}) for n in (4, 3)]
+    out = list(task(iter(batches)))
+    assert [b.to_pydict() for b in out] == [{"rows": [7]}]
     assert time.monotonic() - start >= 0.05
 
 
