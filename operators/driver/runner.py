@@ -156,7 +156,6 @@ class JobRunner:
             self.pool = ExecutorPool(self.spark, self.spec.executors.cores)
             self.pool.settle(self.initial)
             self.pool.warmed.update(e.id for e in self.pool.live())  # the first batch's
-        self.warm_start_in_background([e.id for e in self.pool.live()])
         self.publish_executors()
         self._node_loss = self._node_loss_sweeper()
         self._poller = StagePoller(self.metrics, self.pool.rest, lambda: self.query_id)
@@ -330,9 +329,10 @@ class JobRunner:
             if ids is None:  # a restart's: those no warm-up has tried (a failed one stays cold)
                 ids = [i for i in live if i not in self.pool.warm_tried]
             ids = [i for i in ids if i in live and i not in self.pool.warmed]
+            source = self.spec.source
+            modules = adapter_for(source).worker_modules if source is not None else ()
             result = warmup.warm(self.spark, self.pool.rest, ids, self.spec.executors.cores,
-                                 self._worker_modules(), self.spark.conf.get(PROVIDER_KEY, None),
-                                 deadline)
+                                 modules, self.spark.conf.get(PROVIDER_KEY, None), deadline)
             result.waited_seconds = waited
             self.pool.warmed.update(result.warmed)
             self.pool.warm_tried.update(result.asked)
@@ -341,38 +341,6 @@ class JobRunner:
             return result
         finally:
             self._warm_lock.release()
-
-    def _worker_modules(self) -> tuple[str, ...]:
-        """The modules the job's source runs in the executors' Python workers (none: a JVM
-        source, or a user's script, whose Python use is unknown)."""
-        source = self.spec.source
-        return adapter_for(source).worker_modules if source is not None else ()
-
-    def warm_start_in_background(self, ids: list[str]) -> None:
-        """Warm the Python workers of the executors a start brings up (a recovery's too) while
-        the driver starts the query and plans its first batch, seconds in which they sit idle:
-        that batch's reads then run in workers that have started and imported the source, not
-        behind their start (docs/benchmark.md, "Restarts: a start's Python workers warmed").
-        Only for a source read in Python (its reads certainly use them); the stateful warm-up
-        is left out: it would hold the first batch's stateful tasks behind its own, which load
-        the state store on each executor anyway."""
-        modules = self._worker_modules()
-        if not (self.options.warm_executors and ids and modules):
-            return
-
-        def run() -> None:
-            assert self.spark is not None and self.pool is not None
-            try:
-                with self._warm_lock:
-                    result = warmup.warm(self.spark, self.pool.rest, ids,
-                                         self.spec.executors.cores, modules,
-                                         tasks_per_slot=warmup.START_TASKS_PER_SLOT,
-                                         stateful=False)
-                    self.last_warmup = result
-            except Exception as e:  # the session gone (a stop): nothing to warm
-                log.warning("executors not warmed", error=first_line(e), executors=ids)
-
-        threading.Thread(target=run, name="warm-start", daemon=True).start()
 
     def warm_in_background(self, ids: list[str]) -> None:
         """Start warming ``ids`` (executors that just joined) beside the query: the scale-out

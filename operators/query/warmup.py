@@ -59,14 +59,8 @@ WARM_ROUNDS = 3
 """Rounds of both warm-ups at most: a round whose tasks all went to other executors (those
 busy with the running query's tasks are not idle, so rarely) is run again."""
 TASKS_PER_SLOT = 4
-"""Tasks of each warm-up per slot of the executors warmed beside a running query: enough that a
-slot busy with one of the query's tasks when the warm-up starts still finds some when it frees
-up."""
-START_TASKS_PER_SLOT = 1
-"""Tasks per slot of a start's warm-up (:func:`warm` with ``stateful=False`` on the executors a
-start or a recovery brings up, while the driver starts the query): no query holds a slot yet,
-so one task each reaches every slot, and the first batch, queued behind it, waits for no more
-than one task per slot."""
+"""Tasks of each warm-up per slot of the executors warmed: enough that a slot busy with one of
+the query's tasks when the warm-up starts still finds some when it frees up."""
 PYTHON_TASK_SECONDS = 0.3
 """Each Python warm-up task lasts at least this: an executor that is warm already (a free slot
 of the one that ran the job) cannot run them all before the new ones take theirs."""
@@ -97,9 +91,6 @@ class WarmResult:
     """Executors that ran a task of the Python warm-up."""
     stateful: set[str] = field(default_factory=set)
     """Executors that ran a task of the stateful warm-up."""
-    stateful_asked: bool = True
-    """Whether the stateful warm-up was asked for (a start's is Python only: its first batch
-    loads the state store on each executor anyway)."""
     rounds: int = 0
     seconds: float = 0.0
     python_seconds: float = 0.0
@@ -110,13 +101,12 @@ class WarmResult:
 
     @property
     def warmed(self) -> list[str]:
-        """Executors that ran every warm-up asked for."""
-        return [e for e in self.asked if e not in self.cold]
+        """Executors that ran both warm-ups."""
+        return [e for e in self.asked if e in self.python and e in self.stateful]
 
     @property
     def cold(self) -> list[str]:
-        return [e for e in self.asked
-                if e not in self.python or (self.stateful_asked and e not in self.stateful)]
+        return [e for e in self.asked if e not in self.python or e not in self.stateful]
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"warmed": self.warmed, "rounds": self.rounds,
@@ -168,8 +158,7 @@ def run_python(spark: SparkSession, tasks: int, modules: tuple[str, ...],
 
 def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str],
          cores: int, modules: tuple[str, ...] = (), state_provider: str | None = None,
-         deadline: float | None = None, tasks_per_slot: int = TASKS_PER_SLOT,
-         stateful: bool = True) -> WarmResult:
+         deadline: float | None = None) -> WarmResult:
     """Warm ``executor_ids`` (live executors of ``spark``) with the Python and the stateful
     warm-up, each repeated until every one of them has run its tasks; never raises.
 
@@ -177,17 +166,15 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
     slots, ``modules`` the job's own Python modules (its source's), ``state_provider`` the
     state store class the job uses (None: the session's). ``deadline`` (``time.monotonic()``)
     bounds a warm-up a restart waits for: no part starts after it, the stateful batch gives up
-    at it, and what stayed cold is said (tests/unit/operators/query/test_warmup.py).
-    ``tasks_per_slot`` and ``stateful``: :data:`TASKS_PER_SLOT` and both warm-ups beside a
-    running query; :data:`START_TASKS_PER_SLOT` and the Python warm-up alone at a start."""
-    result = WarmResult(asked=list(executor_ids), stateful_asked=stateful)
+    at it, and what stayed cold is said (tests/unit/operators/query/test_warmup.py)."""
+    result = WarmResult(asked=list(executor_ids))
     if not executor_ids:
         return result
     if out_of_time(deadline):
         result.error = "no time left before the restart"
         return result
     start = time.monotonic()
-    tasks = max(1, tasks_per_slot * cores * len(executor_ids))
+    tasks = max(1, TASKS_PER_SLOT * cores * len(executor_ids))
     group = f"stream-autoscaler-warmup-{uuid.uuid4().hex[:8]}"
     work = tempfile.mkdtemp(prefix="stream-autoscaler-warmup-")
     sc = spark.sparkContext
@@ -232,7 +219,7 @@ def warm(spark: SparkSession, rest: Callable[[str], Any], executor_ids: list[str
                 result.python |= executors_of(rest, in_group(f"{group}-{round_}"),
                                               settle_for(deadline))
                 result.python_seconds += time.monotonic() - part
-            if stateful and not set(executor_ids) <= result.stateful:
+            if not set(executor_ids) <= result.stateful:
                 if out_of_time(deadline):
                     result.error = OUT_OF_TIME
                     break

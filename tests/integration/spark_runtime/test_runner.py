@@ -65,11 +65,6 @@ def test_scale_and_repartition_through_the_endpoint(start_runner, tmp_path, loca
     assert r.call("POST", "/repartition", {})[1]["field"] == "partitions"
     st = _batches_after(r, 0, 1)
     assert st["executors"]["live"] == 1 and st["partitions"] == 4
-    # The start's executor had its Python workers warmed while the driver started the query
-    # (the burst source is read in Python): the Python warm-up alone, every executor reached.
-    st = r.wait(lambda s: s.get("lastWarmup") is not None, 60, "the start's warm-up")
-    assert st["lastWarmup"]["warmed"] == [e["id"] for e in st["executors"]["list"]], st
-    assert "cold" not in st["lastWarmup"] and not st["lastWarmup"].get("stateful_seconds"), st
 
     # 1 -> 3: a conflicting request meanwhile gets 409 with the phase.
     code, resp = r.call("POST", "/executors", {"target": 3})

@@ -65,11 +65,6 @@ def test_an_executor_is_warm_only_once_it_ran_both_warm_ups() -> None:
                                 "error": "boom"}
 
 
-def test_a_start_s_python_only_warm_up_needs_no_stateful_task() -> None:
-    r = WarmResult(asked=["0", "1"], python={"0"}, stateful_asked=False, rounds=1)
-    assert r.warmed == ["0"] and r.cold == ["1"]
-
-
 def test_the_python_task_imports_what_it_can_and_counts_its_rows() -> None:
     import pyarrow as pa
 
