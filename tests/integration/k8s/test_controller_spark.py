@@ -47,7 +47,7 @@ engine decides the repartition 10-20 s into the burst (its first window that see
 twice that on a slow day), so the burst outlasts the repartition and the controller's kill in
 it; what the burst piles up past that is only more backlog to drain before the scale-in.
 
-The burst is 1.3 of the calibrated unit, more than one executor reads on any day: the unit is
+The burst is 1.3 of the calibrated unit, well past what one executor reads: the unit is
 measured once per machine and cached, and at 0.95 of it a run whose executor read 97% of the
 unit's rate kept its lag under 22 s of the 30 s SLO, and the engine rightly held
 (``WithinLagBudget``) instead of the repartition this story is about.
