@@ -201,13 +201,16 @@ JVM_OPTION_PATTERNS: tuple[str, ...] = (
     r"|G1HeapRegionSize|G1ReservePercent|MaxDirectMemorySize|MaxMetaspaceSize"
     r"|ReservedCodeCacheSize|MaxTenuringThreshold|NewRatio|SurvivorRatio"
     r"|ActiveProcessorCount)=[0-9]{1,12}[kKmMgG]?",
+    r"-XX:[+-]TieredCompilation",
+    r"-XX:TieredStopAtLevel=[0-4]",
     r"-Xss[0-9]{1,9}[kKmMgG]?",
     r"-Xmn[0-9]{1,9}[kKmMgG]?",
     r"-verbose:gc",
     r"-Xlog:gc[*]?(:stdout|:stderr)?",
 )
 """The JVM flags ``spark.{driver,executor}.extraJavaOptions`` may carry: garbage collection,
-stack and memory pools, GC logs to the container's own output. Never ``-D`` (a system property
+the JIT's tiers (C1 alone spares a half-CPU executor the C2 compiler's threads), stack and
+memory pools, GC logs to the container's own output. Never ``-D`` (a system property
 becomes a SparkConf default, so ``-Dspark.kubernetes.executor.secrets.x=/m`` would mount any
 Secret), never an agent, a classpath, a file to write, or a diagnostic unlock."""
 

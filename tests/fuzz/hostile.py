@@ -66,7 +66,7 @@ TAME_KEYS: tuple[str, ...] = (
 """Settings a job needs: accepted or refused for their value, never a defect."""
 
 GOOD_JVM = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=200", "-Xss4m", "-verbose:gc",
-            "-Xlog:gc*:stdout", "-XX:+ExitOnOutOfMemoryError")
+            "-Xlog:gc*:stdout", "-XX:+ExitOnOutOfMemoryError", "-XX:TieredStopAtLevel=1")
 BAD_JVM = ("-Dspark.kubernetes.executor.secrets.x=/m", "-Dspark.authenticate=false", "-Dx=y",
            "-javaagent:/tmp/a.jar", "-agentlib:jdwp=transport=dt_socket", "-cp", "/tmp/x.jar",
            "-XX:+UnlockDiagnosticVMOptions", "-XX:OnOutOfMemoryError=sh", "-Xlog:gc:file=/etc/x",

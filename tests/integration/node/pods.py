@@ -213,6 +213,13 @@ EXECUTORS = {"initial": 1, "cores": 1, "memory": "512m", "cpu": "400m", "cpuLimi
 the limit is the CFS quota that makes each executor a measurable slice."""
 
 
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""The pods' JVM flags (the job's ``spark.{driver,executor}.extraJavaOptions``): what the lanes
+give the host's JVMs (hack/test.sh), for the same reason. A story on pods checks correctness at
+any speed; its JVMs live minutes at half a CPU, where the C2 compiler's and G1's threads take
+the quota the batches need (docs/benchmark.md, the pods' JIT)."""
+
+
 RECOVERY_FIRST_BATCH_SECONDS = 600
 """New driver pod running -> its first batch, at most. The new driver's session, a repartition at
 start when the recovery adds state partitions (on S3: counted, rewritten, verified) and the first

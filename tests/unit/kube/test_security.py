@@ -207,6 +207,7 @@ def test_a_refused_setting_never_reaches_the_driver_even_when_stored() -> None:
      ("spark.memory.fraction", "0.5"), ("spark.kafka.consumer.cache.capacity", "128"),
      ("spark.driver.extraJavaOptions", "-XX:+UseG1GC -XX:MaxGCPauseMillis=200 -Xss4m"),
      ("spark.executor.extraJavaOptions", " -XX:+ExitOnOutOfMemoryError  -Xlog:gc*:stdout "),
+     ("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
      ("spark.executor.extraJavaOptions", "")],
 )
 def test_the_settings_a_job_needs_are_kept(key: str, value: str) -> None:
