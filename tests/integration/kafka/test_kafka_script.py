@@ -39,8 +39,8 @@ STEADY = 1_000
 """Records/s outside the burst: below what one executor reads (~3,000/s in capped batches on a
 loaded machine), so the job falls behind only by the burst and the restarts' outages, whose
 piles the capped batches read. At 2,000/s it also fell behind on the steady load: twice the
-records to read and to drain after the load stopped, for the same actions and checks (alone:
-292 s against 159 s; docs/benchmark.md, the suite warm with the shorter stories)."""
+records to read and to drain after the load stopped, for the same actions and checks (in the
+suite's lane 224-296 s against 150 s; docs/benchmark.md, "The suite warm in 38.8 minutes")."""
 # The waits' bounds stretch on a slow machine (tests.timing.bound), and the drain waits while the
 # backlog keeps falling (_drained): one executor drains the pile at what the machine allows
 # (capped batches of 2-8 s for a 1 s trigger where the probe read 0.19-0.23 s, and the drain went

@@ -1,9 +1,9 @@
 """Starts the kind tier's cluster once the session knows the tier will run (cluster.py), about
 when it is needed: at the start of the tier that runs just before it in the session (alone: at
-once). Up in ~4 minutes, the cluster then idles at ~0.12 of a core (its control plane, two
+once). Up in ~4 minutes, the cluster then idles at ~0.12 of a core (its control plane, three
 kubelets, the chart's controllers) until the tier's first test; started at the end of
-collection, that was ~12 minutes of the Spark lane's CPU taken from both lanes
-(docs/benchmark.md, the suite warm: the kind cluster started later)."""
+collection it idled ~12 minutes, ~85 CPU-s taken from both lanes; started with the tier
+before it, ~5 (docs/benchmark.md, "The suite warm in 38.8 minutes")."""
 
 from __future__ import annotations
 

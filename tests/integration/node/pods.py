@@ -217,7 +217,7 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """The pods' JVM flags (the job's ``spark.{driver,executor}.extraJavaOptions``): what the lanes
 give the host's JVMs (hack/test.sh), for the same reason. A story on pods checks correctness at
 any speed; its JVMs live minutes at half a CPU, where the C2 compiler's and G1's threads take
-the quota the batches need (docs/benchmark.md, the pods' JIT)."""
+the quota the batches need (docs/benchmark.md, "The pods' JIT")."""
 
 
 RECOVERY_FIRST_BATCH_SECONDS = 600

@@ -61,7 +61,7 @@ repartition 7-46 s after the burst began, and 125 s after on a slow day: after t
 on its pile (far past what one executor drains in the policy's catch-up time). So the burst
 need not outlast the decision; what it piles up beyond that is only drained at the end (an 80 s
 burst left ~1.7 M records at the recovery and 200-320 s of draining; this one ~0.85 M and
-65-95 s alone; docs/benchmark.md, the pods' JIT)."""
+65-95 s alone; docs/benchmark.md, "The pods' JIT")."""
 WORDS = 200_000
 """Distinct keys: each 10 s window's state holds most of them, so the stateful stage is the
 work (with 50 words one executor counted 40,000 records/s and nothing needed scaling)."""
