@@ -12,6 +12,7 @@ import os
 import pytest
 
 from tests.integration.kind.cluster import TIER
+from tests.timing import tier_of
 
 
 class _StartAt:
@@ -26,12 +27,6 @@ class _StartAt:
             TIER.start()
 
 
-def _tier(item: pytest.Item) -> str:
-    """The item's tier: its directory under tests/integration (or tests/)."""
-    parts = item.nodeid.split("::", 1)[0].split("/")
-    return "/".join(parts[:3]) if parts[:2] == ["tests", "integration"] else "/".join(parts[:2])
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     here = os.path.dirname(__file__)
     if session.config.option.collectonly or os.geteuid() != 0:
@@ -43,9 +38,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if first == 0:
         TIER.start()
         return
-    before = _tier(session.items[first - 1])
+    before = tier_of(session.items[first - 1].nodeid)
     start = first - 1
-    while start > 0 and _tier(session.items[start - 1]) == before:
+    while start > 0 and tier_of(session.items[start - 1].nodeid) == before:
         start -= 1
     session.config.pluginmanager.register(_StartAt(session.items[start].nodeid),
                                           "kind-tier-start")
