@@ -63,3 +63,15 @@ def lost_with_node(pod: Pod, now: float, lost_after: float = LOST_AFTER_SECONDS)
 
 def node_of(pod: Pod) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "unknown")
+
+
+def unschedulable(pod: Pod) -> bool:
+    """The scheduler found no node with room for the pod: ``Pending`` with its ``PodScheduled``
+    condition ``False`` for the reason ``Unschedulable`` (what it sets when no node fits the
+    requests; the pod waits until one does). A pod not yet looked at, or bound to a node and
+    starting, is not (``tests/unit/contracts/test_pods.py``)."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Pending" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               and c.get("reason") == "Unschedulable" for c in status.get("conditions") or [])

@@ -154,10 +154,13 @@ class JobRunner:
                                           app_name=f"stream-autoscaler:{self.name}"))
         with timed(steps, Step.EXECUTORS):
             self.pool = ExecutorPool(self.spark, self.spec.executors.cores)
-            self.pool.settle(self.initial)
+            self._node_loss = self._node_loss_sweeper()
+            # executors no node has room for (a recovery onto what a lost node left) are not
+            # waited for: they join when a node has room
+            room = self._node_loss.without_room if self._node_loss is not None else None
+            self.pool.settle(self.initial, without_room=room)
             self.pool.warmed.update(e.id for e in self.pool.live())  # the first batch's
         self.publish_executors()
-        self._node_loss = self._node_loss_sweeper()
         self._poller = StagePoller(self.metrics, self.pool.rest, lambda: self.query_id)
         self._poller.start()
         self.spark.streams.addListener(

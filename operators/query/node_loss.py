@@ -32,7 +32,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.pods import LOST_AFTER_SECONDS, Pod, lost_with_node, node_of, not_ready_since
+from contracts.pods import (
+    LOST_AFTER_SECONDS,
+    Pod,
+    lost_with_node,
+    node_of,
+    not_ready_since,
+    unschedulable,
+)
 from operators.errors import OperatorsError
 
 SWEEP_SECONDS = 5.0
@@ -81,6 +88,15 @@ def lost_executors(pods: Iterable[Pod], now: float,
     return out
 
 
+def without_room(pods: Iterable[Pod]) -> int:
+    """How many of ``pods`` are executors the scheduler has found no node with room for
+    (:func:`contracts.pods.unschedulable`): Spark keeps them asked for, and they run once a node
+    has room (a lost node's back, another's pods gone), but nothing sooner will register them."""
+    return sum(1 for pod in pods
+               if ((pod.get("metadata") or {}).get("labels") or {}).get(ROLE_LABEL) == "executor"
+               and unschedulable(pod))
+
+
 class NodeLossSweeper:
     """Finds this application's executors lost with their node, each once, and removes their
     pods. ``list_pods`` and ``delete_pod`` are the API calls (the kubernetes client's, in the
@@ -123,6 +139,15 @@ class NodeLossSweeper:
         except Exception as e:
             raise NodeLossError(f"listing the executor pods failed: {e}") from e
         return [e for e in lost_executors(pods, now) if e.pod not in self._removed]
+
+    def without_room(self) -> int:
+        """This application's executor pods the scheduler has no room for now
+        (:func:`without_room`); 0 when they cannot be listed (then a start waits for every
+        executor it asked for, as without this view)."""
+        try:
+            return without_room(self._list())
+        except Exception:
+            return 0
 
     def remove(self, lost: LostExecutor) -> None:
         """Force-delete the lost executor's pod (grace 0: see the module's docstring); a pod

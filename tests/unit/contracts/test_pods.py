@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.pods import LOST_AFTER_SECONDS, lost_with_node, node_of, not_ready_since, parse_time
+from contracts.pods import (
+    LOST_AFTER_SECONDS,
+    lost_with_node,
+    node_of,
+    not_ready_since,
+    parse_time,
+    unschedulable,
+)
 
 SINCE = "2026-11-28T20:48:30Z"
 T = parse_time(SINCE)
@@ -48,3 +55,24 @@ def test_a_ready_pending_starting_or_ended_pod_is_not_lost_with_its_node() -> No
         assert not_ready_since(pod) is None
         assert not lost_with_node(pod, T + 600)
     assert parse_time("yesterday") is None and parse_time(None) is None
+
+
+def _pending(reason: str | None = "Unschedulable", status: str = "False",
+             deleting: bool = False) -> dict[str, Any]:
+    conditions = [] if reason is None else [
+        {"type": "PodScheduled", "status": status, "reason": reason,
+         "message": "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated "
+                    "taint {node.kubernetes.io/unreachable: }"}]
+    meta: dict[str, Any] = {"name": "wc-exec-4"}
+    if deleting:
+        meta["deletionTimestamp"] = SINCE
+    return {"metadata": meta, "spec": {}, "status": {"phase": "Pending", "conditions": conditions}}
+
+
+def test_a_pending_pod_no_node_has_room_for_is_unschedulable_and_no_other_is() -> None:
+    assert unschedulable(_pending())
+    assert not unschedulable(_pending(reason=None))  # not looked at by the scheduler yet
+    assert not unschedulable(_pending(status="True", reason=None))  # bound, starting
+    assert not unschedulable(_pending(reason="SchedulingGated"))  # held back, not refused
+    assert not unschedulable(_pending(deleting=True))  # on its way out
+    assert not unschedulable(_pod(ready="True"))  # running

@@ -14,6 +14,7 @@ from operators.query.node_loss import (
     NodeLossError,
     NodeLossSweeper,
     lost_executors,
+    without_room,
 )
 
 NOW = 1_700_000_100.0  # 2023-11-14T22:15:00Z
@@ -93,3 +94,24 @@ def test_a_failed_list_is_a_clear_error() -> None:
 
     with pytest.raises(NodeLossError, match="listing the executor pods failed: 503"):
         NodeLossSweeper(boom, lambda _n: None).sweep(NOW)
+
+
+def _unschedulable(name: str, role: str = "executor") -> dict[str, Any]:
+    pod = _pod(name, name[-1], "", phase="Pending", role=role)
+    pod["spec"] = {}
+    pod["status"] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    return pod
+
+
+def test_executors_no_node_has_room_for_are_counted_and_a_failed_list_counts_none() -> None:
+    pods = [_pod("wc-exec-1", "1", "worker"), _unschedulable("wc-exec-3"),
+            _unschedulable("wc-exec-4"), _unschedulable("wc-driver", role="driver")]
+    assert without_room(pods) == 2
+    assert NodeLossSweeper(lambda: pods, lambda _n: None).without_room() == 2
+
+    def boom() -> list[dict[str, Any]]:
+        raise OSError("503 Service Unavailable")
+
+    # unknown: the start waits for every executor it asked for, as without this view
+    assert NodeLossSweeper(boom, lambda _n: None).without_room() == 0
