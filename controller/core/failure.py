@@ -7,7 +7,8 @@ Two steps of ``decide`` live here, both about a job that is not simply running:
 - :func:`recover` (second, when :func:`~controller.core.diagnosis.failure_evidence` finds the
   driver down, or no commit for ``diagnosis.noProgressSeconds`` that no batch in flight
   explains): restart from the checkpoint with enough executors (and state partitions) to catch
-  up -- recovery as scale-out -- with the new query's batches capped
+  up -- recovery as scale-out, never to fewer executors than ran the job -- with the new
+  query's batches capped
   (:mod:`~controller.core.admission`) so the outage's pile does not land in one batch. A long
   batch in flight is never a failure (:mod:`~controller.core.inflight`).
 """
@@ -101,7 +102,8 @@ def catch_up_size(x: Inputs, without: str) -> tuple[int, float | None, str, floa
 
 
 def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
-    """Recovery as scale-out: restart from the checkpoint with enough capacity to catch up.
+    """Recovery as scale-out: restart from the checkpoint with enough capacity to catch up,
+    and never fewer executors than ran the job (the batch in flight replays as planned for them).
 
     ``evidence``: why the job is down, when the caller knows more than the snapshot can say (a
     driver pod that is gone, not one that does not answer); by default
@@ -110,6 +112,15 @@ def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
     found = list(evidence) or failure_evidence(s, pol)
     diagnosis = Diagnosis(kind=BottleneckKind.FAILURE, evidence=tuple(found))
     n, required, note, per_exec = catch_up_size(x, "restarting at the last size")
+    ran = min(s.executors or 0, pol.executors.max)
+    if n < ran:
+        # Scale-out, never in: the batch in flight at the failure replays as its driver planned
+        # it for ``ran`` executors, on cold JVMs that load the state first; fewer would replay
+        # it slower (on pods, 1 of 2: 20 s before the first commit). A surplus goes later, by
+        # the scale-in's own window (test_engine.py, "a recovery never restores fewer").
+        note = (f"{note}; {ran} executor(s) as before the failure, not {n}: the batch in "
+                f"flight replays as planned for them")
+        n = ran
     partitions = None
     cur_p = next((st.partitions for st in s.stages if st.kind == "stateful"), None)
     if cur_p is None:

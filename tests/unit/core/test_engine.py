@@ -431,6 +431,21 @@ CASES = [
         message_has="drain",
     ),
     Case(
+        "a recovery never restores fewer executors than ran the job: the batch in flight "
+        "replays as planned for them (the catch-up alone asks for 1)",
+        snapshot(arrival=2_000, executors=2, driver_up=False, backlog=40_000, age=10),
+        (RECOVER, Reason.RECOVER_FAILURE, 2, None),
+        history=ScalingHistory(
+            entries=(
+                HistoryEntry(
+                    time=NOW - 100, kind="recommendation", executors=2, expected_rate=24_000
+                ),
+            )
+        ),
+        diagnosis=BottleneckKind.FAILURE,
+        message_has="2 executor(s) as before the failure, not 1",
+    ),
+    Case(
         "executors lost with their node: beyond Spark's same-count replacement, to catch up",
         snapshot(arrival=10_000, executors=1, target_executors=2, backlog=300_000, age=40,
                  executors_lost=1, seconds_since_executor_loss=5),
