@@ -312,6 +312,9 @@ class DriverNodeLoss:
     """The executors the StreamJob's status asked for when the new driver ran: the recovery's
     sizing."""
     resumed_from_batch: int | None = None
+    start_steps: dict[str, float] | None = None
+    """The recovered runner's start, step by step (its ``/status`` ``startSteps`` at its first
+    commit): where the time from the new driver running to that commit went."""
     lost_unix: float = 0.0
 
     def step(self, sampler: Sampler, status: dict[str, Any]) -> None:
@@ -357,6 +360,7 @@ class DriverNodeLoss:
                     and runner.last_committed_batch > runner.resumed_from_batch):
                 self.marks["first_commit"] = t
                 self.resumed_from_batch = runner.resumed_from_batch
+                self.start_steps = dict(runner.start_steps or {}) or None
         lag = sampler.rows[-1].lag_seconds if sampler.rows else None
         if lag is not None and lag > SLO_SECONDS:
             self.lag_exceeded = True
@@ -382,6 +386,7 @@ class DriverNodeLoss:
             "resumed_from_batch": self.resumed_from_batch,
             "recovery_event": recovered[0] if recovered else None,
             "recovery_target": self.recovery_target,
+            "recovery_start_steps": self.start_steps,
             "lag_exceeded_slo": self.lag_exceeded,
             "event": named[0] if named else None,
             **{f"{k}_after_s": round(v - lost, 1) for k, v in self.marks.items()
