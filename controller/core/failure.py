@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from controller.core.admission import admission_cap, admission_cap_from_rate, described
-from controller.core.capacity import CapacityModel, rate_per_executor
+from controller.core.capacity import CapacityModel, Layout, rate_per_executor
 from controller.core.decision import Decision, Diagnosis, Sizing
 from controller.core.diagnosis import failure_evidence
 from controller.core.inflight import overdue
@@ -101,6 +101,38 @@ def catch_up_size(x: Inputs, without: str) -> tuple[int, float | None, str, floa
     return min(n, pol.executors.max), required, note, per_exec
 
 
+def recovery_partitions(
+    model: CapacityModel | None, executors: int, current: int, want: int,
+    required: float | None,
+) -> tuple[int | None, str]:
+    """State partitions a recovery restores with: ``want`` (a slot's share for each of the
+    ``executors``) only where the measured stage costs show the catch-up needs them, else the
+    checkpoint's ``current`` (None). Returns them and a note for the message ("" or why kept).
+
+    A recovery restarts the query anyway, but a repartition at its start also counts, rewrites
+    and verifies the whole state before the first batch: on pods with ``s3a://`` 25 s of a
+    40 s outage (docs/benchmark.md, the script story's recovery), while the pile grows. The
+    executors join whatever the count; only the stateful stage's parallelism waits for it. So
+    a recovery pays the rewrite where ``required`` (the catch-up rate) is beyond the layout at
+    ``current`` and ``want`` adds capacity; blind (no stage costs measured, no rate required)
+    it restores the checkpoint's layout, and the running job's own batches show whether its
+    state partitions bind (the engine's repartition, priced by its downtime). Held by
+    tests/unit/core/test_engine.py, "a recovery keeps the checkpoint's state partitions..."
+    and "a recovery repartitions where the catch-up needs it"."""
+    if model is None or required is None:
+        return None, (f"; {current} state partitions kept: no measured stage cost shows they "
+                      f"bound the catch-up, and a repartition would lengthen the outage by "
+                      f"rewriting the state")
+    keep = model.capacity(Layout(executors, current, True))
+    if keep >= required:
+        return None, (f"; {current} state partitions kept: at them {executors} executor(s) "
+                      f"carry {keep:,.0f} records/s of the {required:,.0f} the catch-up needs")
+    if model.capacity(Layout(executors, want, True)) <= keep:
+        return None, (f"; {current} state partitions kept: {want} would add no capacity "
+                      f"(the stateful stage does not bind)")
+    return want, ""
+
+
 def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
     """Recovery as scale-out: restart from the checkpoint with enough capacity to catch up,
     and never fewer executors than ran the job (the batch in flight replays as planned for them).
@@ -122,6 +154,7 @@ def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
                 f"flight replays as planned for them")
         n = ran
     partitions = None
+    model = CapacityModel.from_snapshot(s, pol.lag.slo_seconds)
     cur_p = next((st.partitions for st in s.stages if st.kind == "stateful"), None)
     if cur_p is None:
         cur_p = next((e.partitions for e in reversed(x.history.entries) if e.partitions), None)
@@ -130,9 +163,10 @@ def recover(x: Inputs, evidence: tuple[str, ...] = ()) -> Decision:
             max(n * (s.cores_per_executor or 1) * pol.partitions.per_slot, pol.partitions.min),
             pol.partitions.max,
         )
-        partitions = want if want > cur_p else None
+        if want > cur_p:
+            partitions, kept = recovery_partitions(model, n, cur_p, want, required)
+            note += kept
     # the pile of the outage lands in the new query's first batch unless the source caps it
-    model = CapacityModel.from_snapshot(s, pol.lag.slo_seconds)
     cap = admission_cap(x, model, partitions or cur_p) if model is not None else None
     if cap is None:
         cap = admission_cap_from_rate(x, per_exec)

@@ -446,6 +446,40 @@ CASES = [
         message_has="2 executor(s) as before the failure, not 1",
     ),
     Case(
+        "a recovery keeps the checkpoint's state partitions where nothing measured shows they "
+        "bound the catch-up: a repartition at its start would lengthen the outage",
+        snapshot(arrival=10_000, executors=2, partitions=2, driver_up=False, backlog=300_000,
+                 age=30, stages=(), processed_rate=None, batches=0,
+                 batch_duration_seconds=None),
+        (RECOVER, Reason.RECOVER_FAILURE, 3, None),
+        history=ScalingHistory(entries=(HistoryEntry(
+            time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000,
+            partitions=2),)),
+        diagnosis=BottleneckKind.FAILURE,
+        message_has="2 state partitions kept: no measured stage cost",
+    ),
+    Case(
+        "a recovery keeps the state partitions whose layout carries the catch-up rate",
+        snapshot(arrival=10_000, executors=2, partitions=2, driver_up=False, backlog=600_000,
+                 age=30),
+        (RECOVER, Reason.RECOVER_FAILURE, 4, None),
+        history=ScalingHistory(entries=(HistoryEntry(
+            time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000),)),
+        diagnosis=BottleneckKind.FAILURE,
+        message_has="2 state partitions kept: at them 4 executor(s) carry 24,833 records/s",
+    ),
+    Case(
+        "a recovery repartitions where the catch-up needs it: the state partitions bound the "
+        "rate it must reach",
+        snapshot(arrival=10_000, executors=2, partitions=2, driver_up=False, backlog=1_500_000,
+                 age=30),
+        (RECOVER, Reason.RECOVER_FAILURE, 7, 7),
+        history=ScalingHistory(entries=(HistoryEntry(
+            time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000),)),
+        diagnosis=BottleneckKind.FAILURE,
+        message_has="with 7 executor(s) and 7 state partitions",
+    ),
+    Case(
         "executors lost with their node: beyond Spark's same-count replacement, to catch up",
         snapshot(arrival=10_000, executors=1, target_executors=2, backlog=300_000, age=40,
                  executors_lost=1, seconds_since_executor_loss=5),
