@@ -315,6 +315,9 @@ class DriverNodeLoss:
     start_steps: dict[str, float] | None = None
     """The recovered runner's start, step by step (its ``/status`` ``startSteps`` at its first
     commit): where the time from the new driver running to that commit went."""
+    first_batch: dict[str, Any] | None = None
+    """That first commit's batch (``/status`` ``startFirstBatch``): its rows, its own seconds,
+    and whether it replayed the batch the lost driver left in flight."""
     lost_unix: float = 0.0
 
     def step(self, sampler: Sampler, status: dict[str, Any]) -> None:
@@ -361,6 +364,8 @@ class DriverNodeLoss:
                 self.marks["first_commit"] = t
                 self.resumed_from_batch = runner.resumed_from_batch
                 self.start_steps = dict(runner.start_steps or {}) or None
+                self.first_batch = (runner.start_first_batch.to_wire()
+                                    if runner.start_first_batch else None)
         lag = sampler.rows[-1].lag_seconds if sampler.rows else None
         if lag is not None and lag > SLO_SECONDS:
             self.lag_exceeded = True
@@ -387,6 +392,7 @@ class DriverNodeLoss:
             "recovery_event": recovered[0] if recovered else None,
             "recovery_target": self.recovery_target,
             "recovery_start_steps": self.start_steps,
+            "recovery_first_batch": self.first_batch,
             "lag_exceeded_slo": self.lag_exceeded,
             "event": named[0] if named else None,
             **{f"{k}_after_s": round(v - lost, 1) for k, v in self.marks.items()

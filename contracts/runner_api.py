@@ -453,6 +453,33 @@ class LostExecutorEntry(WireModel):
     """Unix time the runner killed it in Spark and force-deleted its pod."""
 
 
+class StartFirstBatch(WireModel):
+    """The first batch a runner's start committed: what its ``first_commit`` step ran. A
+    recovery's first commit waits for this batch, and when it is the batch the failed driver
+    left in flight it replays as that driver planned it (its offsets were written before the
+    failure), whatever the new layout or cap: so its rows, not the new size, set its time."""
+
+    batch_id: int = Field(alias="batchId")
+    rows: int | None = None
+    """Records it read (the progress event's ``numInputRows``)."""
+    seconds: float | None = None
+    """Its own run, trigger to commit (``durationMs.triggerExecution``)."""
+    replayed: bool = False
+    """It is the batch the checkpoint held uncommitted when the runner started."""
+
+    @classmethod
+    def of_progress(cls, progress: dict[str, Any], in_flight: int | None) -> StartFirstBatch:
+        """From Spark's progress event of the batch (``StreamingQueryProgress.json``) and the
+        batch the checkpoint held uncommitted at the start (None: none)
+        (tests/unit/contracts/test_runner_api.py)."""
+        batch = int(progress["batchId"])
+        rows = progress.get("numInputRows")
+        ms = (progress.get("durationMs") or {}).get("triggerExecution")
+        return cls(batch_id=batch, rows=int(rows) if isinstance(rows, int | float) else None,
+                   seconds=round(ms / 1000, 3) if isinstance(ms, int | float) else None,
+                   replayed=in_flight is not None and batch == in_flight)
+
+
 class RunnerStatus(WireModel):
     """``GET /status``: what the runner is doing and has done."""
 
@@ -476,6 +503,9 @@ class RunnerStatus(WireModel):
     start_steps: dict[str, float] = Field(default_factory=dict, alias="startSteps")
     """Seconds each :class:`Step` of this runner's start took (a recovery's kill -> first
     batch, less the pod's scheduling and image start)."""
+    start_first_batch: StartFirstBatch | None = Field(default=None, alias="startFirstBatch")
+    """The first batch this runner's start committed (the ``first_commit`` step's); None
+    before it."""
     lost_executors: list[LostExecutorEntry] = Field(default_factory=list, alias="lostExecutors")
     """Executors lost with their node, oldest first, at most :data:`RECENT_ACTIONS`."""
     warm_executors: list[str] = Field(default_factory=list, alias="warmExecutors")

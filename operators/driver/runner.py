@@ -35,6 +35,7 @@ from contracts.runner_api import (
     Rates,
     RunnerStatus,
     StageReport,
+    StartFirstBatch,
     Step,
 )
 from contracts.streamjob import StreamJob
@@ -118,6 +119,11 @@ class JobRunner:
         """Seconds of each step of :meth:`start` (``/status`` ``startSteps``); ``first_commit``
         arrives with the first batch's progress."""
         self._first_commit_from: float | None = None
+        self._in_flight_at_start: int | None = None
+        """The batch the checkpoint held uncommitted when this runner started (a failed
+        driver's batch in flight), which the query replays as that driver planned it."""
+        self.start_first_batch: StartFirstBatch | None = None
+        """The first batch the start committed (``/status`` ``startFirstBatch``)."""
         self.last_warmup: warmup.WarmResult | None = None
         self._warm_lock = threading.Lock()
         """Held by a warm-up (:meth:`warm_executors`): a restart waits for one that runs."""
@@ -145,6 +151,7 @@ class JobRunner:
                 log.warning("rolled back an unfinished repartition", batch=removed,
                             checkpoint=loc)
         self.resumed_from_batch = info.last_committed_batch
+        self._in_flight_at_start = info.uncommitted_batch if removed is None else None
         self.last_committed_batch = info.last_committed_batch
         self.partitions = info.partitions or self.spec.state_partitions
         with timed(steps, Step.SESSION):
@@ -292,6 +299,7 @@ class JobRunner:
             last_error=self.last_error,
             max_records_per_batch=self.max_records_per_batch,
             start_steps=dict(self.start_steps),
+            start_first_batch=self.start_first_batch,
             lost_executors=list(self.lost_executors),
             warm_executors=sorted(({e.id for e in live} & self.pool.warmed) if self.pool else (),
                                   key=_id_order),
@@ -459,6 +467,8 @@ class JobRunner:
                 self.start_steps[Step.FIRST_COMMIT.value] = (
                     time.monotonic() - self._first_commit_from)
                 self._first_commit_from = None
+                self.start_first_batch = StartFirstBatch.of_progress(
+                    p, self._in_flight_at_start)
                 for step, secs in self.start_steps.items():
                     self.metrics.action_step_seconds.labels(self.name, "start", step).set(secs)
             for op in p.get("stateOperators") or []:

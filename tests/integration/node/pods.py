@@ -272,4 +272,8 @@ def kill_driver_and_recover(story: Story, figures: dict[str, Any]) -> RunnerStat
         before.last_committed_batch, after.resumed_from_batch)
     figures["resumed_from_batch"] = after.resumed_from_batch
     figures["recovery_start_steps"] = after.start_steps  # where kill -> first batch went
+    # what that first commit ran: the batch the killed driver left in flight, replayed as it
+    # planned it, or a new one
+    figures["recovery_first_batch"] = (after.start_first_batch.to_wire()
+                                       if after.start_first_batch else None)
     return after

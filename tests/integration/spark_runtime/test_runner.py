@@ -186,7 +186,11 @@ def test_failed_repartition_rolls_back_and_killed_driver_recovers_with_more_part
     # the recovery's steps: session, executors, the state rewritten, the query, its first batch
     assert {"session", "executors", "snapshot", "rewrite", "query_start", "first_commit"} <= set(
         st["startSteps"]), st["startSteps"]
-    print("recovery steps", json.dumps(st["startSteps"]))
+    print("recovery steps", json.dumps(st["startSteps"]), st["startFirstBatch"])
+    # its first commit ran a batch of the new layout: the one in flight was finished before
+    first = st["startFirstBatch"]
+    assert first["replayed"] is False and first["batchId"] > st["resumedFromBatch"], first
+    assert 0 <= first["rows"] <= CAP and first["seconds"] > 0, first
     assert st["maxRecordsPerBatch"] == CAP
     last = max(state.checkpoint.batches(cp / "offsets"))
     assert state.partitions_of(cp, last) == 6
@@ -227,7 +231,11 @@ def test_a_recovery_from_a_checkpoint_that_ends_on_a_commit_reads_its_pile_cappe
     # the recovery's steps: session, executors, the state rewritten, the query, its first batch
     assert {"session", "executors", "snapshot", "rewrite", "query_start", "first_commit"} <= set(
         st["startSteps"]), st["startSteps"]
-    print("recovery steps", json.dumps(st["startSteps"]))
+    print("recovery steps", json.dumps(st["startSteps"]), st["startFirstBatch"])
+    # the start's first batch: the first after the repartition's own, capped, nothing replayed
+    first = st["startFirstBatch"]
+    assert first["batchId"] == ends.last_committed_batch + 2 and first["replayed"] is False, first
+    assert 0 < first["rows"] <= CAP, first
     # the cap the query started with, as the controller reads it (controller/core/caplift.py)
     assert _metric(r2.metrics(), "stream_autoscaler_admission_cap_records") == CAP
     read = _records_per_batch(cp, ends.last_committed_batch)

@@ -19,6 +19,7 @@ from contracts.runner_api import (
     RepartitionRequest,
     RequestError,
     RunnerStatus,
+    StartFirstBatch,
     StopRequest,
     parse_request,
 )
@@ -54,6 +55,7 @@ STATUS: dict[str, Any] = {
     "lastError": None,
     "maxRecordsPerBatch": 40000,
     "startSteps": {"session": 9.5, "executors": 4.25, "query_start": 1.5, "first_commit": 6.0},
+    "startFirstBatch": {"batchId": 42, "rows": 108_721, "seconds": 18.25, "replayed": True},
     "lostExecutors": [{"executorId": "3", "pod": "wc-exec-3", "node": "worker2",
                        "notReadySince": 1_700_000_070.0, "removedAt": 1_700_000_081.5}],
     "warmExecutors": ["1"],
@@ -75,6 +77,19 @@ def test_status_round_trips_to_the_same_json() -> None:
     assert st.warm_executors == ["1"] and st.last_warmup == {"warmed": ["1"], "rounds": 2,
                                                             "seconds": 19.1}
     assert json.loads(json.dumps(st.to_wire())) == STATUS
+
+
+def test_the_starts_first_batch_says_whether_it_replayed_the_failed_drivers_batch() -> None:
+    """A recovery's first commit is the batch its checkpoint held in flight, replayed as the
+    failed driver planned it: its rows, not the new layout, set the ``first_commit`` step."""
+    progress = {"batchId": 12, "numInputRows": 108_721,
+                "durationMs": {"triggerExecution": 18_250, "queryPlanning": 900}}
+    replayed = StartFirstBatch.of_progress(progress, in_flight=12)
+    assert replayed == StartFirstBatch(batch_id=12, rows=108_721, seconds=18.25, replayed=True)
+    assert StartFirstBatch.of_progress(progress, in_flight=None).replayed is False
+    assert StartFirstBatch.of_progress(progress, in_flight=11).replayed is False  # repartitioned
+    bare = StartFirstBatch.of_progress({"batchId": 3}, in_flight=None)
+    assert (bare.rows, bare.seconds) == (None, None)  # a Spark that omits them: unknown
 
 
 def test_status_tolerates_a_newer_runner_and_reads_unknown_as_none() -> None:
