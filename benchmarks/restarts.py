@@ -89,6 +89,9 @@ class Kind:
     lag_added_seconds: float | None = None
     steps: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    first_batch: dict[str, Any] | None = None
+    """A recovery's first committed batch (``/status`` ``startFirstBatch``: ``rows``,
+    ``seconds``, ``replayed``): what its ``first_commit`` step ran."""
 
 
 class Runner:
@@ -256,7 +259,9 @@ def run_variant(tree: Path, master: str, work: Path, keys: int, rate: int,
         time.sleep(0.25)
     out["recovery"] = Kind(request_to_first_commit_seconds=round(first, 2),
                            lag_added_seconds=round(max(peak - level, 0.0), 2),
-                           steps=dict(st.start_steps))
+                           steps=dict(st.start_steps),
+                           first_batch=(st.start_first_batch.to_wire()
+                                        if st.start_first_batch else None))
     r2.stop()
     return out
 
@@ -318,6 +323,10 @@ def report(results: dict[str, dict[str, Kind]], slo: float) -> list[str]:
             continue
         last = results[variants[-1]].get(kind) or Kind()
         steps = " ".join(f"{k}={v:.1f}" for k, v in last.steps.items())
+        if last.first_batch:  # what the recovery's first commit ran
+            fb = last.first_batch
+            steps += (f" (first batch {fb['batchId']}: {fb['rows']} rows in {fb['seconds']} s"
+                      f"{', replayed' if fb['replayed'] else ''})")
         lines.append(row + f" | {slo * LAG_TARGET_SHARE:>10.1f}  {steps}")
     return lines
 
