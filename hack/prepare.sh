@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # Everything `make test` needs before the first test, in two lanes, each step timed:
-#   lane 1 (CPU: Go compiles)   make tools: the test-bed binaries
-#   lane 2 (network and disk)   make setup (venv, Java, Prometheus), the Kafka and S3A jars and
-#                               moto (make tools' first step, here so that the compile starts at
-#                               once: ~55 s cold), node-deps, browser, and the image (root only:
-#                               dockerd + debootstrap; the node tier imports it);
+#   lane 1 (CPU: Go compiles)   make tools: the test-bed binaries, Kafka and S3A jars, moto
+#   lane 2 (network and disk)   make setup (venv, Java, Prometheus), node-deps, browser, and the
+#                               image (root only: dockerd + debootstrap; the node tier imports it);
 #                               once the venv is there, the lanes' JVM class archive beside them
 #                               (hack/jvm-archive/build.sh: one Spark query, ~60 s once per machine)
 # On a cold machine the Kubernetes compile is the longest step and uses both cores; the other
@@ -24,14 +22,13 @@ step() { # name, command...: runs it, then says how long it took
 
 lane1() {
   set -o pipefail
-  step tools env SA_TOOLS_JARS=0 make -s tools 2>&1 | sed -u 's/^/[tools] /'
+  step tools make -s tools 2>&1 | sed -u 's/^/[tools] /'
 }
 lane1 &
 tools_pid=$!
 
 lane2() { # each step stops the lane on failure (errexit does not hold under `||`)
   step setup make -s setup || return
-  step jars hack/tools/jars.sh || return
   (step jvm-archive hack/jvm-archive/build.sh 2>&1 | sed -u 's/^/[jvm-archive] /') &
   local archive_pid=$!
   step node-deps make -s node-deps || return

@@ -16,14 +16,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
 
-# The Kafka broker and Spark's Kafka connector: jars from Maven Central (Java + Maven, no Go);
+# The Kafka broker and Spark's Kafka connector: jars from Maven Central (Java + Maven, no Go).
+"$here/kafka/resolve.sh"
 # S3A for a checkpoint on s3a:// (hadoop-aws + AWS SDK jars) and moto, the local S3 server of the
-# tests (its own virtualenv from PyPI): hack/tools/jars.sh. SA_TOOLS_JARS=0 leaves them to the
-# caller: hack/prepare.sh resolves them in its other lane, so that the compile below starts at
-# once on a cold machine.
-if [[ ${SA_TOOLS_JARS:-1} != 0 ]]; then
-  "$here/jars.sh"
-fi
+# tests (its own virtualenv from PyPI). After Kafka's: that one installs Maven when missing.
+"$here/s3a/resolve.sh"
 
 # No Go (or too old a Go) is a failure in CI; elsewhere the k8s test tier then skips and says why.
 need_go=1.26
