@@ -41,11 +41,12 @@ or unknown (a phase this version does not know) reads as ``None``, never as zero
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, TypeAlias
+from typing import Annotated, Any, ClassVar, TypeAlias, TypeGuard
 
 from pydantic import (
     BaseModel,
@@ -475,9 +476,14 @@ class StartFirstBatch(WireModel):
         batch = int(progress["batchId"])
         rows = progress.get("numInputRows")
         ms = (progress.get("durationMs") or {}).get("triggerExecution")
-        return cls(batch_id=batch, rows=int(rows) if isinstance(rows, int | float) else None,
-                   seconds=round(ms / 1000, 3) if isinstance(ms, int | float) else None,
+        return cls(batch_id=batch, rows=int(rows) if _finite(rows) else None,
+                   seconds=round(ms / 1000, 3) if _finite(ms) else None,
                    replayed=in_flight is not None and batch == in_flight)
+
+
+def _finite(v: Any) -> TypeGuard[int | float]:
+    """A number JSON can carry (no bool, NaN or infinity)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 class RunnerStatus(WireModel):

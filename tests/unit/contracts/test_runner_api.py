@@ -90,6 +90,10 @@ def test_the_starts_first_batch_says_whether_it_replayed_the_failed_drivers_batc
     assert StartFirstBatch.of_progress(progress, in_flight=11).replayed is False  # repartitioned
     bare = StartFirstBatch.of_progress({"batchId": 3}, in_flight=None)
     assert (bare.rows, bare.seconds) == (None, None)  # a Spark that omits them: unknown
+    odd = StartFirstBatch.of_progress(
+        {"batchId": 4, "numInputRows": float("nan"), "durationMs": {"triggerExecution": True}},
+        in_flight=None)
+    assert (odd.rows, odd.seconds) == (None, None)  # never a NaN on the wire
 
 
 def test_status_tolerates_a_newer_runner_and_reads_unknown_as_none() -> None:
