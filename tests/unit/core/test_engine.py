@@ -40,6 +40,14 @@ def _acted(reason: str, executors: int, rate_before: float, expected: float,
         rate_before=rate_before, expected_rate=expected),))
 
 
+def _sized(executors: int, expected: float, partitions: int | None = None) -> ScalingHistory:
+    """One recommendation 100 s before NOW: ``executors`` expected to carry ``expected``
+    records/s (what a recovery sizes each executor on), at ``partitions`` if given."""
+    return ScalingHistory(entries=(HistoryEntry(
+        time=NOW - 100, kind="recommendation", executors=executors, expected_rate=expected,
+        partitions=partitions),))
+
+
 def _contended(*, arrival: float, executors: int, processed: float) -> MetricsSnapshot:
     """Every slot busy all window, yet only ``processed`` records/s: CPU contention."""
     rows = processed * 30
@@ -420,13 +428,7 @@ CASES = [
         "driver down: recover from the checkpoint, sized to catch up",
         snapshot(arrival=10_000, executors=2, driver_up=False, backlog=300_000, age=30),
         (RECOVER, Reason.RECOVER_FAILURE, 3, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(
-                    time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000
-                ),
-            )
-        ),
+        history=_sized(2, 12_000),
         diagnosis=BottleneckKind.FAILURE,
         message_has="drain",
     ),
@@ -435,13 +437,7 @@ CASES = [
         "replays as planned for them (the catch-up alone asks for 1)",
         snapshot(arrival=2_000, executors=2, driver_up=False, backlog=40_000, age=10),
         (RECOVER, Reason.RECOVER_FAILURE, 2, None),
-        history=ScalingHistory(
-            entries=(
-                HistoryEntry(
-                    time=NOW - 100, kind="recommendation", executors=2, expected_rate=24_000
-                ),
-            )
-        ),
+        history=_sized(2, 24_000),
         diagnosis=BottleneckKind.FAILURE,
         message_has="2 executor(s) as before the failure, not 1",
     ),
@@ -452,9 +448,7 @@ CASES = [
                  age=30, stages=(), processed_rate=None, batches=0,
                  batch_duration_seconds=None),
         (RECOVER, Reason.RECOVER_FAILURE, 3, None),
-        history=ScalingHistory(entries=(HistoryEntry(
-            time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000,
-            partitions=2),)),
+        history=_sized(2, 12_000, 2),
         diagnosis=BottleneckKind.FAILURE,
         message_has="2 state partitions kept: no measured stage cost",
     ),
@@ -463,8 +457,7 @@ CASES = [
         snapshot(arrival=10_000, executors=2, partitions=2, driver_up=False, backlog=600_000,
                  age=30),
         (RECOVER, Reason.RECOVER_FAILURE, 4, None),
-        history=ScalingHistory(entries=(HistoryEntry(
-            time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000),)),
+        history=_sized(2, 12_000),
         diagnosis=BottleneckKind.FAILURE,
         message_has="2 state partitions kept: at them 4 executor(s) carry 24,833 records/s",
     ),
@@ -474,8 +467,7 @@ CASES = [
         snapshot(arrival=10_000, executors=2, partitions=2, driver_up=False, backlog=1_500_000,
                  age=30),
         (RECOVER, Reason.RECOVER_FAILURE, 7, 7),
-        history=ScalingHistory(entries=(HistoryEntry(
-            time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000),)),
+        history=_sized(2, 12_000),
         diagnosis=BottleneckKind.FAILURE,
         message_has="with 7 executor(s) and 7 state partitions",
     ),
@@ -484,8 +476,7 @@ CASES = [
         snapshot(arrival=10_000, executors=1, target_executors=2, backlog=300_000, age=40,
                  executors_lost=1, seconds_since_executor_loss=5),
         (SCALE, Reason.EXECUTORS_LOST, 3, None),
-        history=ScalingHistory(entries=(HistoryEntry(
-            time=NOW - 100, kind="recommendation", executors=2, expected_rate=12_000),)),
+        history=_sized(2, 12_000),
         diagnosis=BottleneckKind.FAILURE,
         message_has="2 -> 3 executors",
     ),
